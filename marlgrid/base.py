@@ -1,0 +1,427 @@
+"""The PettingZoo ``ParallelEnv`` front door: a thin adapter over a batch of one."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from marlgrid import kernels as K
+from marlgrid.config import AgentConfig, ConfigError, build_agents, check_float, check_int
+from marlgrid.constants import (
+    ACTIONS,
+    AGENT,
+    IDX_TO_COLOR,
+    IDX_TO_OBJECT,
+    N_COLORS,
+    N_STATES,
+    N_TYPES,
+)
+from marlgrid.engine import Engine
+from marlgrid.layout import Layout
+
+
+class ActionError(ValueError):
+    """An action dict that does not fit the live agents or their action spaces."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Task rules shared by every env of a batch.
+
+    Attributes:
+        max_steps: episode length; every agent still in play is truncated at this step.
+        ghost_mode: agents may share cells (default); otherwise moves are resolved as blocking.
+        respawn: an agent that reaches a goal (or lava) is placed again at once instead of leaving.
+        reward_decay: MiniGrid's ``1 - 0.9 * step / max_steps`` factor on positive rewards.
+        goal_reward: reward for entering a goal.
+        lava_reward: reward for entering lava (it ends the agent's episode like a goal).
+        n_goals: number of goal-cycle tiles (0 = none).
+        cycle_reward: reward for entering the next tile of the cycle.
+        penalty: entering a wrong tile pays ``-abs(penalty)``.
+        initial_reward: whether the first tile of an episode pays ``cycle_reward``.
+        reset_on_mistake: a wrong tile restarts the cycle from that tile.
+        streak_bonus: extra ``streak_bonus * streak`` for consecutive correct tiles.
+    """
+
+    max_steps: int = 100
+    ghost_mode: bool = True
+    respawn: bool = False
+    reward_decay: bool = False
+    goal_reward: float = 1.0
+    lava_reward: float = 0.0
+    n_goals: int = 0
+    cycle_reward: float = 1.0
+    penalty: float = 0.0
+    initial_reward: bool = True
+    reset_on_mistake: bool = False
+    streak_bonus: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_int("max_steps", self.max_steps, low=1)
+        check_int("n_goals", self.n_goals, low=0)
+        for name in ("goal_reward", "lava_reward", "cycle_reward", "penalty", "streak_bonus"):
+            check_float(name, getattr(self, name))
+        for name in ("ghost_mode", "respawn", "reward_decay", "initial_reward", "reset_on_mistake"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def to_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rules as the kernels' integer and float vectors."""
+        rules_i = np.zeros(K.N_RULES_I, dtype=np.int64)
+        rules_i[K.R_GHOST] = self.ghost_mode
+        rules_i[K.R_RESPAWN] = self.respawn
+        rules_i[K.R_MAX_STEPS] = self.max_steps
+        rules_i[K.R_DECAY] = self.reward_decay
+        rules_i[K.R_N_GOALS] = max(self.n_goals, 1)
+        rules_i[K.R_INITIAL] = self.initial_reward
+        rules_i[K.R_RESET_MISTAKE] = self.reset_on_mistake
+        rules_f = np.zeros(K.N_RULES_F, dtype=np.float64)
+        rules_f[K.R_GOAL_REWARD] = self.goal_reward
+        rules_f[K.R_CYCLE_REWARD] = self.cycle_reward
+        rules_f[K.R_PENALTY] = self.penalty
+        rules_f[K.R_STREAK_BONUS] = self.streak_bonus
+        rules_f[K.R_LAVA_REWARD] = self.lava_reward
+        return rules_i, rules_f
+
+
+def observation_space_for(cfg: AgentConfig, width: int, height: int) -> spaces.Space:
+    """The observation space of an agent with settings ``cfg`` on a ``width x height`` map."""
+    v = cfg.view_size
+    if cfg.observation == "symbolic":
+        image: spaces.Space = spaces.Box(0, 255, (v, v, 3), np.uint8)
+    elif cfg.observation == "onehot":
+        image = spaces.Box(0, 1, (v, v, N_TYPES + N_COLORS + N_STATES), np.uint8)
+    else:
+        image = spaces.Box(0, 255, (v * cfg.tile_size, v * cfg.tile_size, 3), np.uint8)
+    if not cfg.extras:
+        return image
+    entries: dict[str, spaces.Space] = {"image": image}
+    for name in cfg.extras:
+        if name == "reward":
+            entries[name] = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        elif name == "position":
+            entries[name] = spaces.Box(
+                np.zeros(2, np.int64), np.array([width - 1, height - 1], np.int64), (2,), np.int64
+            )
+        else:
+            entries[name] = spaces.Discrete(4)
+    return spaces.Dict(entries)
+
+
+class MarlGridEnv(ParallelEnv):
+    """Base of every marlgrid environment: subclasses describe a layout in :meth:`generate`.
+
+    Agents act simultaneously; each gets its own egocentric view (see
+    :class:`marlgrid.config.AgentConfig`). Agents are named ``agent_0 ... agent_{K-1}``.
+    ``agent`` holds settings shared by all agents and ``agents`` a list of per-agent overrides
+    (its length sets the number of agents, else ``n_agents``). ``max_cycles`` is an alias of
+    ``max_steps`` for PettingZoo's test utilities.
+    """
+
+    metadata: dict[str, Any] = {
+        "name": "marlgrid",
+        "render_modes": ["rgb_array", "human"],
+        "render_fps": 8,
+        "is_parallelizable": True,
+    }
+
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        *,
+        n_agents: int = 1,
+        agent: dict[str, Any] | AgentConfig | None = None,
+        agents: list[dict[str, Any] | AgentConfig] | None = None,
+        max_cycles: int | None = None,
+        render_mode: str | None = None,
+        **rules: Any,
+    ) -> None:
+        check_int("width", width, low=3)
+        check_int("height", height, low=3)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(
+                f"render_mode must be one of {self.metadata['render_modes']} or None, "
+                f"got {render_mode!r}"
+            )
+        if max_cycles is not None:
+            rules["max_steps"] = max_cycles
+        unknown = sorted(set(rules) - set(Rules.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(
+                f"unknown setting(s) {unknown} for {type(self).__name__}; allowed: "
+                f"{sorted(Rules.__dataclass_fields__)} plus width, height, n_agents, agent, "
+                "agents, max_cycles, render_mode"
+            )
+        self.width, self.height = width, height
+        self.render_mode = render_mode
+        self.agent_configs = build_agents(n_agents, agent, agents)
+        self.rules = Rules(**rules)
+        self.max_steps = self.rules.max_steps
+        self.possible_agents = [f"agent_{i}" for i in range(len(self.agent_configs))]
+        self.agents: list[str] = []
+        self._index = {name: i for i, name in enumerate(self.possible_agents)}
+        self._n_actions = [3 if a.restrict_actions else len(ACTIONS) for a in self.agent_configs]
+        self.observation_spaces = {
+            name: observation_space_for(cfg, width, height)
+            for name, cfg in zip(self.possible_agents, self.agent_configs, strict=True)
+        }
+        self.action_spaces = {
+            name: spaces.Discrete(n)
+            for name, n in zip(self.possible_agents, self._n_actions, strict=True)
+        }
+        self._engine = self.make_engine(1)
+        vmax = max(a.view_size for a in self.agent_configs)
+        self._plain_symbolic = all(
+            a.observation == "symbolic" and a.view_size == vmax and not a.extras
+            for a in self.agent_configs
+        )
+        self._has_extras = any(a.extras for a in self.agent_configs)
+        self._viewer = None
+
+    # -- what subclasses provide --------------------------------------------------------------
+
+    def generate(self, layout: Layout) -> None:
+        """Write a new episode's world into ``layout`` (walls, objects, goals, spawn cells)."""
+        raise NotImplementedError
+
+    # -- engine access ------------------------------------------------------------------------
+
+    def make_engine(self, num_envs: int) -> Engine:
+        """A batched engine of ``num_envs`` copies of this environment."""
+        return Engine(
+            self.width, self.height, self.agent_configs, self.rules, self.generate, num_envs
+        )
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[self._check_agent(agent)]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[self._check_agent(agent)]
+
+    def _check_agent(self, agent: str) -> str:
+        if agent not in self._index:
+            raise KeyError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+        return agent
+
+    # -- PettingZoo API -----------------------------------------------------------------------
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, dict]]:
+        if seed is not None:
+            check_int("seed", seed, low=0)
+        self._engine.reset([0], [seed])
+        self._engine.observe()
+        self.agents = self.possible_agents[:]
+        views = self._snapshot()
+        obs = {name: self._observation(k, views[k]) for k, name in enumerate(self.agents)}
+        if self.render_mode == "human":
+            self.render()
+        return obs, {name: {} for name in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        agents = self.agents
+        if not agents:
+            raise ActionError("the episode is over (no live agents); call reset() first")
+        if len(actions) != len(agents):
+            self._raise_bad_keys(actions)
+        engine = self._engine
+        index, limits, buf = self._index, self._n_actions, engine.actions
+        try:
+            for name in agents:
+                a = actions[name]
+                k = index[name]
+                if type(a) is not int:
+                    a = self._as_int(name, a)
+                if not 0 <= a < limits[k]:
+                    raise ActionError(
+                        f"action for {name} must be an integer in [0, {limits[k]}), got {a}"
+                    )
+                buf[0, k] = a
+        except KeyError:
+            self._raise_bad_keys(actions)
+        engine.step()
+        views = self._snapshot()
+        rew = engine.rewards[0].tolist()
+        term = engine.terminated[0].tolist()
+        trunc = engine.truncated[0].tolist()
+        if len(agents) == len(self.possible_agents) and not self._has_extras:
+            # Every agent live: agent names line up with array rows.
+            obs = dict(zip(agents, views, strict=True))
+            rewards = dict(zip(agents, rew, strict=True))
+            terminations = dict(zip(agents, term, strict=True))
+            truncations = dict(zip(agents, trunc, strict=True))
+        else:
+            rows = [index[name] for name in agents]
+            obs = {
+                name: self._observation(k, views[k]) for name, k in zip(agents, rows, strict=True)
+            }
+            rewards = {name: rew[k] for name, k in zip(agents, rows, strict=True)}
+            terminations = {name: term[k] for name, k in zip(agents, rows, strict=True)}
+            truncations = {name: trunc[k] for name, k in zip(agents, rows, strict=True)}
+        infos = {name: {} for name in agents}
+        if True in term or True in trunc:
+            self.agents = [n for n in agents if not (terminations[n] or truncations[n])]
+        if self.render_mode == "human":
+            self.render()
+        return obs, rewards, terminations, truncations, infos
+
+    @staticmethod
+    def _as_int(name: str, a: Any) -> int:
+        """``a`` as a Python int (numpy integers too); anything else raises ``ActionError``."""
+        try:
+            if isinstance(a, bool | np.bool_):
+                raise TypeError
+            return operator.index(a)
+        except TypeError:
+            raise ActionError(f"action for {name} must be an integer, got {a!r}") from None
+
+    def _raise_bad_keys(self, actions: dict[str, Any]) -> None:
+        live = set(self.agents)
+        keys = set(actions)
+        missing = sorted(live - keys)
+        finished = sorted(k for k in keys - live if k in self._index)
+        unknown = sorted(map(repr, keys - live - set(finished)))
+        parts = []
+        if missing:
+            parts.append(f"missing actions for {missing}")
+        if finished:
+            parts.append(f"actions for finished agents {finished}")
+        if unknown:
+            parts.append(f"unknown agent keys {unknown}")
+        raise ActionError("; ".join(parts) + f"; live agents are {self.agents}")
+
+    def _snapshot(self) -> list[np.ndarray] | np.ndarray:
+        """Fresh copies of every agent's view (indexable by agent number)."""
+        engine = self._engine
+        if self._plain_symbolic:
+            return engine.sym[0].copy()
+        return [view[0].copy() for view in engine.views()]
+
+    def _observation(self, k: int, image: np.ndarray) -> Any:
+        cfg = self.agent_configs[k]
+        if not cfg.extras:
+            return image
+        engine = self._engine
+        out: dict[str, Any] = {"image": image}
+        for name in cfg.extras:
+            if name == "reward":
+                out[name] = engine.last_reward[0, k : k + 1].copy()
+            elif name == "position":
+                out[name] = engine.pos[0, k].copy()
+            else:
+                out[name] = int(engine.dirs[0, k])
+        return out
+
+    # -- state access -------------------------------------------------------------------------
+
+    @property
+    def step_count(self) -> int:
+        return int(self._engine.step_count[0])
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The env's seeded generator (layouts are drawn from it at reset)."""
+        return self._engine.np_random[0]
+
+    def grid_encoding(self, with_agents: bool = True) -> np.ndarray:
+        """The full map as ``(W, H, 3)`` uint8 cells; agents in play as ``(10, color, dir)``."""
+        engine = self._engine
+        grid = engine.grid[0].copy()
+        if with_agents:
+            K.agent_colors(
+                engine.acfg_i, engine.acfg_f, engine.prestige, engine.status, engine.colors
+            )
+            for k in range(len(self.possible_agents) - 1, -1, -1):
+                if engine.status[0, k] == K.ACTIVE:
+                    x, y = engine.pos[0, k]
+                    grid[x, y] = (AGENT, engine.colors[0, k], engine.dirs[0, k])
+        return grid
+
+    def state(self) -> np.ndarray:
+        """PettingZoo's global state: the full map encoding with agents."""
+        return self.grid_encoding()
+
+    @property
+    def agent_positions(self) -> dict[str, tuple[int, int] | None]:
+        """Cell ``(x, y)`` of each agent in play (``None`` for agents out of play)."""
+        engine = self._engine
+        return {
+            name: tuple(int(c) for c in engine.pos[0, k])
+            if engine.status[0, k] == K.ACTIVE
+            else None
+            for k, name in enumerate(self.possible_agents)
+        }
+
+    @property
+    def agent_directions(self) -> dict[str, int]:
+        return {name: int(self._engine.dirs[0, k]) for k, name in enumerate(self.possible_agents)}
+
+    @property
+    def prestige(self) -> dict[str, float]:
+        return {
+            name: float(self._engine.prestige[0, k]) for k, name in enumerate(self.possible_agents)
+        }
+
+    def visibility(self, agent: str) -> np.ndarray:
+        """``agent``'s visibility mask over its own view, ``(view, view)`` bool indexed [x, y]."""
+        k = self._index[self._check_agent(agent)]
+        v = self.agent_configs[k].view_size
+        return self._engine.vis[0, k, :v, :v].copy()
+
+    def visible_cells(self, agent: str) -> np.ndarray:
+        """Map cells ``agent`` sees, as a ``(W, H)`` bool mask."""
+        return self._engine.visible_cells(0, self._index[self._check_agent(agent)])
+
+    def pprint(self) -> str:
+        """The map as text: two characters per cell, agents as arrows."""
+        grid = self.grid_encoding()
+        arrows = ">v<^"
+        rows = []
+        for y in range(self.height):
+            row = []
+            for x in range(self.width):
+                t, c, s = (int(v) for v in grid[x, y])
+                if t == AGENT:
+                    row.append(arrows[s] + IDX_TO_COLOR.get(c, "p")[0].upper())
+                elif t == 1:
+                    row.append("  ")
+                else:
+                    name = IDX_TO_OBJECT[t]
+                    row.append(
+                        {"wall": "WG", "cycle_tile": "C" + str(self._cycle_id(x, y))}.get(
+                            name, name[0].upper() + IDX_TO_COLOR[c][0]
+                        )
+                    )
+            rows.append("".join(row))
+        return "\n".join(rows)
+
+    def _cycle_id(self, x: int, y: int) -> str:
+        tile = int(self._engine.cycle_id[0, x, y])
+        return str(tile) if tile < 10 else "+"
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode is None:
+            return None
+        from marlgrid.rendering import render_frame
+
+        frame = render_frame(self)
+        if self.render_mode == "human":
+            from marlgrid.human import show
+
+            self._viewer = show(self._viewer, frame, self.metadata["render_fps"])
+            return None
+        return frame
+
+    def close(self) -> None:
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None

@@ -1,0 +1,264 @@
+"""The batched engine: the state of N envs x K agents in arrays, stepped by compiled kernels.
+
+Array layout (``N`` envs, ``K`` agents, map ``W x H``, indexed ``[x, y]`` as in MiniGrid):
+
+================  =====================  ====================================================
+name              shape, dtype           meaning
+================  =====================  ====================================================
+grid              (N, W, H, 3) uint8     cells as (type, color, state)
+contents          (N, W, H, 3) uint8     what a box holds (type 0 = nothing)
+cycle_id          (N, W, H) int16        goal-cycle tile id, -1 elsewhere
+spawn_ok          (N, W, H) bool         cells where agents may (re)spawn
+pos               (N, K, 2) int64        agent cell (x, y)
+dirs              (N, K) int64           agent direction (0 east, 1 south, 2 west, 3 north)
+carrying          (N, K, 3) uint8        carried object (type 0 = nothing)
+status            (N, K) int8            0 waiting to spawn, 1 in play, 2 finished
+prestige          (N, K) float64         prestige value
+cycle_last        (N, K) int64           last correct goal-cycle tile, -1 before the first
+streak            (N, K) int64           consecutive correct goal-cycle entries
+step_count        (N,) int64             steps taken this episode
+rng               (N,) uint64            per-env splitmix64 state for in-step randomness
+================  =====================  ====================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from marlgrid import kernels as K
+from marlgrid.config import AgentConfig
+from marlgrid.constants import COLOR_TO_IDX, DIR_TO_VEC, N_COLORS, N_STATES, N_TYPES, OBJECT_TO_IDX
+from marlgrid.layout import Layout
+
+if TYPE_CHECKING:
+    from marlgrid.base import Rules
+
+Generator = Callable[[Layout], None]
+
+
+class Engine:
+    """State and stepping of ``num_envs`` copies of one environment configuration."""
+
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        agents: Sequence[AgentConfig],
+        rules: Rules,
+        generate: Generator,
+        num_envs: int = 1,
+    ) -> None:
+        self.width, self.height = width, height
+        self.agents = list(agents)
+        self.rules = rules
+        self.generate = generate
+        self.num_envs = n = num_envs
+        k = self.num_agents = len(self.agents)
+        self.grid = np.zeros((n, width, height, 3), dtype=np.uint8)
+        self.contents = np.zeros_like(self.grid)
+        self.cycle_id = np.full((n, width, height), -1, dtype=np.int16)
+        self.spawn_ok = np.zeros((n, width, height), dtype=np.bool_)
+        self.pos = np.zeros((n, k, 2), dtype=np.int64)
+        self.dirs = np.zeros((n, k), dtype=np.int64)
+        self.carrying = np.zeros((n, k, 3), dtype=np.uint8)
+        self.carry_contents = np.zeros((n, k, 3), dtype=np.uint8)
+        self.status = np.zeros((n, k), dtype=np.int8)
+        self.prestige = np.zeros((n, k), dtype=np.float64)
+        self.cycle_last = np.full((n, k), -1, dtype=np.int64)
+        self.streak = np.zeros((n, k), dtype=np.int64)
+        self.step_count = np.zeros(n, dtype=np.int64)
+        self.rng = np.zeros(n, dtype=np.uint64)
+        self.np_random = [np.random.default_rng() for _ in range(n)]
+        # Outputs, overwritten by every step.
+        self.rewards = np.zeros((n, k), dtype=np.float32)
+        self.last_reward = np.zeros((n, k), dtype=np.float32)  # the ``reward`` extra
+        self.terminated = np.zeros((n, k), dtype=np.bool_)
+        self.truncated = np.zeros((n, k), dtype=np.bool_)
+        self.colors = np.zeros((n, k), dtype=np.int64)
+        # Per-agent settings as arrays for the kernels.
+        self.acfg_i = np.array(
+            [
+                (
+                    a.view_size,
+                    a.view_offset,
+                    -1 if a.color == "prestige" else COLOR_TO_IDX[a.color],
+                    a.spawn_delay,
+                    int(a.see_through_walls),
+                )
+                for a in self.agents
+            ],
+            dtype=np.int64,
+        )
+        self.acfg_f = np.array(
+            [(a.prestige_beta, a.prestige_scale) for a in self.agents], dtype=np.float64
+        )
+        self.hide = np.zeros((k, N_TYPES), dtype=np.bool_)
+        for i, a in enumerate(self.agents):
+            for name in a.hide:
+                self.hide[i, OBJECT_TO_IDX[name]] = True
+        self.rules_i, self.rules_f = rules.to_arrays()
+        vmax = max(a.view_size for a in self.agents)
+        self.sym = np.zeros((n, k, vmax, vmax, 3), dtype=np.uint8)
+        self.vis = np.zeros((n, k, vmax, vmax), dtype=np.bool_)
+        self.all_envs = np.arange(n)
+        self._views = [self._make_view_buffer(i) for i in range(k)]
+        self._converted = [i for i, a in enumerate(self.agents) if a.observation != "symbolic"]
+        self.actions = np.zeros((n, k), dtype=np.int64)
+        self._step_args = (
+            self.all_envs,
+            self.actions,
+            self.grid,
+            self.contents,
+            self.cycle_id,
+            self.spawn_ok,
+            self.pos,
+            self.dirs,
+            self.carrying,
+            self.carry_contents,
+            self.status,
+            self.prestige,
+            self.cycle_last,
+            self.streak,
+            self.step_count,
+            self.rng,
+            self.acfg_i,
+            self.acfg_f,
+            self.rules_i,
+            self.rules_f,
+            self.hide,
+            self.rewards,
+            self.terminated,
+            self.truncated,
+            self.last_reward,
+            self.sym,
+            self.vis,
+        )
+
+    # -- observations -------------------------------------------------------------------------
+
+    def _make_view_buffer(self, k: int) -> np.ndarray:
+        a = self.agents[k]
+        v = a.view_size
+        if a.observation == "symbolic":
+            return self.sym[:, k, :v, :v]
+        if a.observation == "onehot":
+            return np.zeros((self.num_envs, v, v, N_TYPES + N_COLORS + N_STATES), dtype=np.uint8)
+        ts = a.tile_size
+        return np.zeros((self.num_envs, v * ts, v * ts, 3), dtype=np.uint8)
+
+    def views(self) -> list[np.ndarray]:
+        """Each agent's view array ``(N, ...)``; buffers are reused by the next step."""
+        return self._views
+
+    def observe(self, envs: np.ndarray | None = None) -> None:
+        """Rebuild the views of ``envs`` (all by default) from the current state."""
+        envs = self.all_envs if envs is None else envs
+        K.observe(
+            envs,
+            self.grid,
+            self.pos,
+            self.dirs,
+            self.carrying,
+            self.status,
+            self.prestige,
+            self.acfg_i,
+            self.acfg_f,
+            self.hide,
+            self.sym,
+            self.vis,
+        )
+        if self._converted:
+            self._convert(envs)
+
+    def _convert(self, envs: np.ndarray) -> None:
+        """Turn the symbolic views of agents that see one-hot or pixels into their own buffers."""
+        for k in self._converted:
+            a = self.agents[k]
+            if a.observation == "onehot":
+                K.to_onehot(envs, self.sym, k, a.view_size, N_TYPES, N_COLORS, self._views[k])
+            elif a.observation == "rgb":
+                from marlgrid.atlas import get_atlas
+
+                atlas = get_atlas(a.tile_size)
+                K.agent_colors(self.acfg_i, self.acfg_f, self.prestige, self.status, self.colors)
+                K.to_rgb(
+                    envs,
+                    self.sym,
+                    k,
+                    a.view_size,
+                    a.view_size - 1 - a.view_offset,
+                    self.dirs,
+                    self.colors,
+                    atlas.tiles,
+                    atlas.agent_up_mask,
+                    atlas.palette,
+                    self._views[k],
+                )
+
+    def visible_cells(self, n: int, k: int) -> np.ndarray:
+        """Map cells agent ``k`` of env ``n`` sees, as a ``(W, H)`` bool mask."""
+        out = np.zeros((self.width, self.height), dtype=np.bool_)
+        if self.status[n, k] != K.ACTIVE:
+            return out
+        cfg = self.agents[k]
+        v = cfg.view_size
+        i, j = np.nonzero(self.vis[n, k, :v, :v])
+        ahead = (v - 1 - cfg.view_offset) - j
+        right = i - v // 2
+        fwd, side = DIR_TO_VEC[self.dirs[n, k]], DIR_TO_VEC[(self.dirs[n, k] + 1) % 4]
+        x = self.pos[n, k, 0] + ahead * fwd[0] + right * side[0]
+        y = self.pos[n, k, 1] + ahead * fwd[1] + right * side[1]
+        inside = (x >= 0) & (y >= 0) & (x < self.width) & (y < self.height)
+        out[x[inside], y[inside]] = True
+        return out
+
+    # -- reset and step -----------------------------------------------------------------------
+
+    def reset(self, envs: Sequence[int] | np.ndarray, seeds: Sequence[int | None] | None = None):
+        """Start new episodes in ``envs``; a seed re-seeds that env's generator."""
+        for i, n in enumerate(envs):
+            seed = None if seeds is None else seeds[i]
+            if seed is not None:
+                self.np_random[n] = np.random.default_rng(seed)
+            rng = self.np_random[n]
+            layout = Layout(self.grid[n], self.contents[n], self.cycle_id[n], self.spawn_ok[n], rng)
+            self.generate(layout)
+            self.rng[n] = np.uint64(rng.integers(0, 2**63))
+            self.carrying[n] = 0
+            self.carry_contents[n] = 0
+            self.status[n] = K.WAITING
+            self.prestige[n] = 0.0
+            self.cycle_last[n] = -1
+            self.streak[n] = 0
+            self.step_count[n] = 0
+            self.last_reward[n] = 0.0
+            self.pos[n] = 0
+            self.dirs[n] = 0
+            for k, a in enumerate(self.agents):
+                if a.spawn_delay == 0:
+                    K.place_agent(
+                        self.grid,
+                        self.spawn_ok,
+                        self.pos,
+                        self.dirs,
+                        self.status,
+                        self.rng,
+                        self.rules.ghost_mode,
+                        n,
+                        k,
+                    )
+
+    def step(self, actions: np.ndarray | None = None) -> None:
+        """Advance every env one step and rebuild all views.
+
+        ``actions`` is ``(N, K)`` int64, already validated; ``None`` steps with whatever the
+        caller wrote into :attr:`actions`.
+        """
+        if actions is not None:
+            np.copyto(self.actions, actions)
+        K.step_and_observe(*self._step_args)
+        if self._converted:
+            self._convert(self.all_envs)

@@ -1,0 +1,107 @@
+"""Goal cycle: visit look-alike tiles in a hidden order, paid for each correct one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marlgrid.base import MarlGridEnv
+from marlgrid.envs._common import aec_from, check_fits, clutter_count
+from marlgrid.layout import Layout
+
+#: The canonical goal-cycle task of the social-learning experiments.
+CANONICAL: dict[str, Any] = {
+    "size": 13,
+    "n_goals": 3,
+    "clutter_density": 0.15,
+    "penalty": 1.5,
+    "max_steps": 250,
+    "respawn": True,
+    "ghost_mode": True,
+    "agent": {"view_size": 7, "view_offset": 1},
+}
+
+
+class GoalCycleEnv(MarlGridEnv):
+    """Tiles that pay only when entered in the right cyclic order.
+
+    ## Description
+    ``n_goals`` yellow tiles with hidden ids ``0..n_goals-1`` lie at random cells of a cluttered
+    room (clutter never cuts it into pieces). All tiles look alike and all agents share the order.
+    An agent learns the order by trial, or by watching an agent that knows it.
+
+    ## Action Space
+    ``Discrete(7)`` (``Discrete(3)`` with ``restrict_actions``).
+
+    ## Observation
+    Each agent's egocentric view; tiles read as ``(11, yellow, 0)``. Agents can be made blind to
+    the tiles with ``hide=("cycle_tile",)`` (novices) or shown with prestige colors.
+
+    ## Rewards
+    Only *entering* a tile by moving pays. The first tile of an episode pays ``reward`` (nothing
+    with ``initial_reward=False``) and becomes the agent's last tile; entering its successor
+    ``(last + 1) % n_goals`` pays ``reward`` (plus ``streak_bonus * streak``) and advances; any
+    other tile, the last one included, pays ``-abs(penalty)`` and keeps the state (or restarts
+    the cycle there with ``reset_on_mistake``).
+
+    ## Termination
+    Tiles never end an episode: it is truncated at ``max_steps``. The cycle state survives
+    respawns and clears on reset.
+
+    ## Registered Configurations
+    ``MarlGrid-GoalCycle-13x13-3Agents-v0`` (the canonical task, :data:`CANONICAL`),
+    ``MarlGrid-GoalCycle-13x13-v0`` (1 agent), ``MarlGrid-GoalCycle-7x7-v0`` (small, 1 agent).
+    """
+
+    def __init__(
+        self,
+        size: int = 13,
+        *,
+        n_goals: int = 3,
+        reward: float = 1.0,
+        penalty: float = 1.5,
+        initial_reward: bool = True,
+        reset_on_mistake: bool = False,
+        streak_bonus: float = 0.0,
+        n_clutter: int | None = None,
+        clutter_density: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("max_steps", 250)
+        kwargs.setdefault("respawn", True)
+        super().__init__(
+            size,
+            size,
+            n_goals=n_goals,
+            cycle_reward=reward,
+            penalty=penalty,
+            initial_reward=initial_reward,
+            reset_on_mistake=reset_on_mistake,
+            streak_bonus=streak_bonus,
+            **kwargs,
+        )
+        if n_goals < 2:
+            from marlgrid.config import ConfigError
+
+            raise ConfigError(f"n_goals must be >= 2 for a cycle, got {n_goals}")
+        if n_clutter is None and clutter_density is None:
+            clutter_density = 0.15
+        self.n_clutter = clutter_count(size, size, n_clutter, clutter_density)
+        check_fits(
+            size,
+            size,
+            self.n_clutter + n_goals + len(self.agent_configs),
+            "the clutter, goal tiles and agents",
+        )
+
+    def generate(self, layout: Layout) -> None:
+        layout.walls_border()
+        layout.cycle_tiles(self.rules.n_goals)
+        layout.scatter_connected("wall", self.n_clutter)
+
+
+def parallel_env(**kwargs: Any) -> GoalCycleEnv:
+    """A :class:`GoalCycleEnv` (PettingZoo ``ParallelEnv``)."""
+    return GoalCycleEnv(**kwargs)
+
+
+env = aec_from(parallel_env)

@@ -1,0 +1,164 @@
+"""Reset-time layout building: what an environment's ``generate`` writes the world with."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from marlgrid.config import ConfigError
+from marlgrid.constants import (
+    CAN_OVERLAP,
+    COLOR_TO_IDX,
+    CYCLE_TILE,
+    DOOR,
+    EMPTY,
+    OBJECT_TO_IDX,
+    WALL,
+)
+
+#: Default color of each object type when none is given (MiniGrid's defaults).
+DEFAULT_COLOR = {
+    "wall": "grey",
+    "floor": "blue",
+    "goal": "green",
+    "lava": "red",
+    "cycle_tile": "yellow",
+}
+
+
+@njit(cache=True)
+def _flood(passable, sx, sy):
+    """Cells reachable from ``(sx, sy)`` moving through passable cells (4-neighbourhood)."""
+    w, h = passable.shape
+    seen = np.zeros((w, h), dtype=np.bool_)
+    stack = np.empty((w * h, 2), dtype=np.int64)
+    top = 0
+    stack[0, 0], stack[0, 1] = sx, sy
+    seen[sx, sy] = True
+    top = 1
+    while top > 0:
+        top -= 1
+        x, y = stack[top, 0], stack[top, 1]
+        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            nx, ny = x + dx, y + dy
+            if 0 <= nx < w and 0 <= ny < h and passable[nx, ny] and not seen[nx, ny]:
+                seen[nx, ny] = True
+                stack[top, 0], stack[top, 1] = nx, ny
+                top += 1
+    return seen
+
+
+class Layout:
+    """One env's world while it is generated: grid cells, box contents, tile ids, spawn cells.
+
+    Coordinates are ``(x, y)`` with ``x`` the column; ``rng`` is the env's seeded generator.
+    """
+
+    def __init__(
+        self,
+        grid: np.ndarray,
+        contents: np.ndarray,
+        cycle_id: np.ndarray,
+        spawn_ok: np.ndarray,
+        rng: np.random.Generator,
+    ) -> None:
+        self.grid = grid
+        self.contents = contents
+        self.cycle_id = cycle_id
+        self.spawn_ok = spawn_ok
+        self.rng = rng
+        self.width, self.height = grid.shape[:2]
+        grid[...] = 0
+        grid[..., 0] = EMPTY
+        contents[...] = 0
+        cycle_id[...] = -1
+        spawn_ok[...] = True
+
+    def put(self, x: int, y: int, obj: str, color: str | None = None, state: int = 0) -> None:
+        """Set cell ``(x, y)`` to an object by name, e.g. ``put(3, 4, "door", "yellow", 2)``."""
+        color = color or DEFAULT_COLOR.get(obj, "red")
+        self.grid[x, y] = (OBJECT_TO_IDX[obj], COLOR_TO_IDX[color], state)
+
+    def walls_border(self) -> None:
+        """Walls around the edge of the map."""
+        for cells in (self.grid[0], self.grid[-1], self.grid[:, 0], self.grid[:, -1]):
+            cells[:] = (WALL, COLOR_TO_IDX["grey"], 0)
+
+    def empty_cells(self, region: tuple[int, int, int, int] | None = None) -> np.ndarray:
+        """``(n, 2)`` empty cells, inside ``region = (x0, y0, x1, y1)`` (ends excluded) if given."""
+        free = self.grid[..., 0] == EMPTY
+        if region is not None:
+            x0, y0, x1, y1 = region
+            inside = np.zeros_like(free)
+            inside[x0:x1, y0:y1] = True
+            free &= inside
+        return np.argwhere(free)
+
+    def place(
+        self,
+        obj: str,
+        color: str | None = None,
+        state: int = 0,
+        count: int = 1,
+        region: tuple[int, int, int, int] | None = None,
+    ) -> np.ndarray:
+        """Put ``count`` objects on distinct random empty cells; returns their cells."""
+        cells = self.empty_cells(region)
+        if len(cells) < count:
+            raise ConfigError(
+                f"cannot place {count} {obj}(s): only {len(cells)} empty cells are left "
+                f"on the {self.width}x{self.height} map"
+            )
+        chosen = cells[self.rng.choice(len(cells), size=count, replace=False)]
+        for x, y in chosen:
+            self.put(int(x), int(y), obj, color, state)
+        return chosen
+
+    def passable(self) -> np.ndarray:
+        """Cells an agent can walk through once doors are opened."""
+        types = self.grid[..., 0]
+        return CAN_OVERLAP[types] | (types == DOOR)
+
+    def connected(self) -> bool:
+        """Whether all open cells form one region that touches every goal-cycle tile.
+
+        Goal-cycle tiles count as obstacles for the region, so a walker can reach any tile without
+        stepping on another one.
+        """
+        tiles = self.grid[..., 0] == CYCLE_TILE
+        walk = self.passable() & ~tiles
+        cells = np.argwhere(walk)
+        if len(cells) == 0:
+            return not tiles.any()
+        reached = _flood(walk, int(cells[0, 0]), int(cells[0, 1]))
+        if not reached[walk].all():
+            return False
+        padded = np.pad(reached, 1)
+        touching = padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2] | padded[1:-1, 2:]
+        return bool(touching[tiles].all())
+
+    def scatter_connected(self, obj: str, count: int, tries: int = 100) -> np.ndarray:
+        """Place ``count`` blocking objects (clutter) so that all open cells stay connected."""
+        before = self.grid.copy()
+        for _ in range(tries):
+            chosen = self.place(obj, count=count) if count else np.zeros((0, 2), dtype=np.int64)
+            if self.connected():
+                return chosen
+            self.grid[...] = before
+        raise ConfigError(
+            f"could not scatter {count} {obj}(s) on the {self.width}x{self.height} map without "
+            f"cutting it into pieces in {tries} tries; use less clutter"
+        )
+
+    def cycle_tiles(self, count: int) -> np.ndarray:
+        """Place goal-cycle tiles with ids ``0..count-1`` on random empty cells."""
+        cells = self.place("cycle_tile", count=count)
+        for tile_id, (x, y) in enumerate(cells):
+            self.cycle_id[x, y] = tile_id
+        return cells
+
+    def restrict_spawn(self, region: tuple[int, int, int, int]) -> None:
+        """Agents (re)spawn only inside ``region = (x0, y0, x1, y1)``."""
+        x0, y0, x1, y1 = region
+        self.spawn_ok[...] = False
+        self.spawn_ok[x0:x1, y0:y1] = True

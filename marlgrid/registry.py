@@ -1,0 +1,116 @@
+"""Registered environment ids and the ``make`` / ``make_vec`` front doors."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from marlgrid.config import ConfigError
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered configuration: an env class (``module:Class``) and its keyword arguments."""
+
+    id: str
+    entry_point: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def load(self):
+        module, name = self.entry_point.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+REGISTRY: dict[str, EnvSpec] = {}
+
+
+def register(id: str, entry_point: str, **kwargs: Any) -> None:
+    """Register ``id`` here and in PettingZoo's parallel registry."""
+    REGISTRY[id] = EnvSpec(id, entry_point, kwargs)
+    try:
+        import pettingzoo
+
+        pettingzoo.register("parallel", id, entry_point=entry_point, kwargs=kwargs)
+    except AttributeError:  # older PettingZoo without a registry
+        pass
+
+
+def spec(id: str) -> EnvSpec:
+    """The registered spec of ``id``; an unknown id raises, naming the closest ones."""
+    if id not in REGISTRY:
+        close = difflib.get_close_matches(id, REGISTRY, n=3)
+        hint = f" Did you mean {close}?" if close else ""
+        raise ConfigError(
+            f"unknown environment id {id!r}.{hint} Registered ids: {sorted(REGISTRY)}"
+        )
+    return REGISTRY[id]
+
+
+def make(id: str, **overrides: Any):
+    """A PettingZoo ``ParallelEnv`` for a registered id; ``overrides`` replace its settings.
+
+    Agent settings merge key by key: ``make(id, agent={"observation": "rgb"})`` keeps the
+    registered view size and offset.
+    """
+    s = spec(id)
+    return s.load()(**merge(s.kwargs, overrides))
+
+
+def make_vec(id: str, num_envs: int, **overrides: Any):
+    """A batched :class:`marlgrid.vector.VectorEnv` of ``num_envs`` copies of a registered id."""
+    from marlgrid.vector import VectorEnv
+
+    return VectorEnv(make(id, **overrides), num_envs)
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated with ``overrides``; the shared ``agent`` dict merges key by key."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if key == "agent" and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def _register_builtin() -> None:
+    canon = {
+        "n_goals": 3,
+        "clutter_density": 0.15,
+        "penalty": 1.5,
+        "max_steps": 250,
+        "respawn": True,
+        "ghost_mode": True,
+        "agent": {"view_size": 7, "view_offset": 1},
+    }
+    gc = "marlgrid.envs.goal_cycle:GoalCycleEnv"
+    register("MarlGrid-GoalCycle-13x13-3Agents-v0", gc, size=13, n_agents=3, **canon)
+    register("MarlGrid-GoalCycle-13x13-v0", gc, size=13, n_agents=1, **canon)
+    register(
+        "MarlGrid-GoalCycle-7x7-v0",
+        gc,
+        size=7,
+        n_agents=1,
+        n_goals=2,
+        n_clutter=0,
+        penalty=0.5,
+        max_steps=60,
+        agent={"view_size": 5},
+    )
+    empty = "marlgrid.envs.empty:EmptyEnv"
+    register("MarlGrid-Empty-5x5-v0", empty, size=5, n_agents=1)
+    register("MarlGrid-Empty-8x8-v0", empty, size=8, n_agents=1)
+    register("MarlGrid-Empty-8x8-3Agents-v0", empty, size=8, n_agents=3)
+    clut = "marlgrid.envs.cluttered:ClutteredEnv"
+    register("MarlGrid-Cluttered-11x11-v0", clut, size=11, n_agents=1, clutter_density=0.15)
+    register("MarlGrid-Cluttered-11x11-3Agents-v0", clut, size=11, n_agents=3, clutter_density=0.15)
+    register("MarlGrid-Cluttered-15x15-3Agents-v0", clut, size=15, n_agents=3, clutter_density=0.15)
+    dk = "marlgrid.envs.door_key:DoorKeyEnv"
+    register("MarlGrid-DoorKey-8x8-v0", dk, size=8, n_agents=1)
+    register("MarlGrid-DoorKey-8x8-2Agents-v0", dk, size=8, n_agents=2)
+
+
+_register_builtin()

@@ -1,0 +1,155 @@
+"""The batched front door: N envs x K agents stepped in one call.
+
+Buffer reuse: arrays returned by :meth:`VectorEnv.reset` and :meth:`VectorEnv.step` are views of
+buffers that the next call overwrites. Copy what you keep (``np.copy``); learners that write
+observations into their own rollout storage need no copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from marlgrid import kernels as K
+from marlgrid.base import ActionError, MarlGridEnv
+from marlgrid.config import check_int
+
+
+class VectorEnv:
+    """``num_envs`` copies of ``template``'s configuration with same-step autoreset.
+
+    * ``reset(seed)`` seeds env ``i`` with ``seed + i``, so env ``i`` of the batch follows the same
+      trajectory as a single env reset with ``seed + i`` and given the same actions.
+    * ``step(actions)`` takes an int array ``(num_envs, num_agents)`` and returns
+      ``(obs, rewards, terminations, truncations, infos)``: ``obs`` maps each agent id to an array
+      ``(num_envs, ...)`` (or a dict of arrays for Dict observations); rewards are float32 and the
+      flags bool, all ``(num_envs, num_agents)``. Actions of agents out of play are ignored.
+    * An env whose agents have all finished is reset within the same call: ``obs`` holds the new
+      episode's first observation and ``infos["final_obs"]`` the last one of the ended episode,
+      valid where ``infos["_final_obs"]`` is True. ``infos["episode"]`` has the ended episodes'
+      per-agent returns ``"r"`` and lengths ``"l"``, valid where ``infos["_episode"]``.
+    * ``infos["active"]`` is ``(num_envs, num_agents)`` bool: agents in play after the step.
+    """
+
+    def __init__(self, template: MarlGridEnv, num_envs: int) -> None:
+        check_int("num_envs", num_envs, low=1)
+        self.template = template
+        self.num_envs = num_envs
+        self.possible_agents = list(template.possible_agents)
+        self.num_agents = len(self.possible_agents)
+        self.engine = template.make_engine(num_envs)
+        self.agent_configs = template.agent_configs
+        self._n_actions = np.array(template._n_actions, dtype=np.int64)
+        self._returns = np.zeros((num_envs, self.num_agents), dtype=np.float64)
+        self._final_obs = self._alloc_obs()
+        self._episode_r = np.zeros((num_envs, self.num_agents), dtype=np.float64)
+        self._episode_l = np.zeros(num_envs, dtype=np.int64)
+        self._next_seed: int | None = None
+
+    # -- spaces -------------------------------------------------------------------------------
+
+    def single_observation_space(self, agent: str) -> spaces.Space:
+        return self.template.observation_space(agent)
+
+    def single_action_space(self, agent: str) -> spaces.Space:
+        return self.template.action_space(agent)
+
+    # -- observations -------------------------------------------------------------------------
+
+    def _obs(self) -> dict[str, Any]:
+        engine = self.engine
+        views = engine.views()
+        out: dict[str, Any] = {}
+        for k, (name, cfg) in enumerate(zip(self.possible_agents, self.agent_configs, strict=True)):
+            if not cfg.extras:
+                out[name] = views[k]
+                continue
+            entry: dict[str, np.ndarray] = {"image": views[k]}
+            for extra in cfg.extras:
+                if extra == "reward":
+                    entry[extra] = engine.last_reward[:, k : k + 1]
+                elif extra == "position":
+                    entry[extra] = engine.pos[:, k]
+                else:
+                    entry[extra] = engine.dirs[:, k]
+            out[name] = entry
+        return out
+
+    def _alloc_obs(self) -> dict[str, Any]:
+        def zeros(space: spaces.Space) -> Any:
+            if isinstance(space, spaces.Dict):
+                return {key: zeros(sub) for key, sub in space.spaces.items()}
+            shape = () if isinstance(space, spaces.Discrete) else space.shape
+            dtype = np.int64 if isinstance(space, spaces.Discrete) else space.dtype
+            return np.zeros((self.num_envs, *shape), dtype=dtype)
+
+        return {name: zeros(self.template.observation_space(name)) for name in self.possible_agents}
+
+    @staticmethod
+    def _copy_rows(dst: Any, src: Any, rows: np.ndarray) -> None:
+        if isinstance(dst, dict):
+            for key in dst:
+                VectorEnv._copy_rows(dst[key], src[key], rows)
+        else:
+            dst[rows] = src[rows]
+
+    # -- API ----------------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Reset every env; ``seed`` seeds env ``i`` with ``seed + i``."""
+        seeds: list[int | None]
+        if seed is None:
+            seeds = [None] * self.num_envs
+        else:
+            check_int("seed", seed, low=0)
+            seeds = [seed + i for i in range(self.num_envs)]
+        self.engine.reset(range(self.num_envs), seeds)
+        self.engine.observe()
+        self._returns[:] = 0.0
+        return self._obs(), {"active": self.engine.status == K.ACTIVE}
+
+    def step(self, actions: np.ndarray):
+        """Step every env with ``actions`` ``(num_envs, num_agents)``; see the class docstring."""
+        acts = np.asarray(actions)
+        if acts.shape != (self.num_envs, self.num_agents):
+            raise ActionError(
+                f"actions must have shape (num_envs, num_agents) = "
+                f"({self.num_envs}, {self.num_agents}), got {acts.shape}"
+            )
+        if acts.dtype.kind not in "iu":
+            raise ActionError(f"actions must be integers, got dtype {acts.dtype}")
+        if acts.dtype != np.int64:
+            acts = acts.astype(np.int64)
+        bad = (acts < 0) | (acts >= self._n_actions)
+        if bad.any():
+            n, k = np.argwhere(bad)[0]
+            raise ActionError(
+                f"action {int(acts[n, k])} for {self.possible_agents[k]} in env {n} is out of "
+                f"range [0, {self._n_actions[k]})"
+            )
+        engine = self.engine
+        engine.step(acts)
+        self._returns += engine.rewards
+        done = (engine.status == K.FINISHED).all(axis=1)
+        infos: dict[str, Any] = {}
+        if done.any():
+            rows = np.flatnonzero(done)
+            obs_now = self._obs()
+            for name in self.possible_agents:
+                self._copy_rows(self._final_obs[name], obs_now[name], rows)
+            self._episode_r[rows] = self._returns[rows]
+            self._episode_l[rows] = engine.step_count[rows]
+            self._returns[rows] = 0.0
+            engine.reset(rows)
+            engine.observe(rows)
+            infos["final_obs"] = self._final_obs
+            infos["_final_obs"] = done
+            infos["episode"] = {"r": self._episode_r, "l": self._episode_l}
+            infos["_episode"] = done
+        infos["active"] = engine.status == K.ACTIVE
+        return self._obs(), engine.rewards, engine.terminated, engine.truncated, infos
+
+    def close(self) -> None:
+        self.template.close()
