@@ -65,9 +65,17 @@ def make_vec(id: str, num_envs: int, **overrides: Any):
     return VectorEnv(make(id, **overrides), num_envs)
 
 
+#: Settings that replace one another: overriding one drops the registered other.
+EXCLUSIVE = (frozenset({"n_clutter", "clutter_density"}),)
+
+
 def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """``base`` updated with ``overrides``; the shared ``agent`` dict merges key by key."""
     out = dict(base)
+    for group in EXCLUSIVE:
+        if group & overrides.keys():
+            for key in group - overrides.keys():
+                out.pop(key, None)
     for key, value in overrides.items():
         if key == "agent" and isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = {**out[key], **value}
