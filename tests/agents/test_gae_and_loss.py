@@ -29,7 +29,8 @@ NEXT_VALUES = _tensor([[1.0, 7.0, 2.0, 3.0, 0.5], [0.2, 0.3, 0.4, 0.5, 1.0]])
 TERM = _tensor([[0, 1, 0, 0, 0], [0, 0, 0, 0, 0]]).bool()
 TRUNC = _tensor([[0, 0, 0, 1, 0], [0, 0, 0, 0, 0]]).bool()
 
-# By hand, delta_t = r_t + 0.9 * V'_t * (1 - term_t) - V_t, A_t = delta_t + 0.72 * (1 - done_t) A_{t+1}
+# By hand: delta_t = r_t + 0.9 * V'_t * (1 - term_t) - V_t,
+#          A_t = delta_t + 0.72 * (1 - done_t) * A_{t+1}
 # Env 0: deltas  t4: 1 + 0.9*0.5 - 1.0 = 0.45      A4 = 0.45
 #                t3: 0 + 0.9*3.0 - 2.0 = 0.7       A3 = 0.7                  (truncated: cut)
 #                t2: 2 + 0.9*2.0 - 0.0 = 3.8       A2 = 3.8 + 0.72*0.7 = 4.304
@@ -44,7 +45,9 @@ EXPECTED_ADV = _tensor(
     [[0.68, -1.0, 4.304, 0.7, 0.45], [0.556400384, 0.6616672, 0.82176, 1.058, 1.4]]
 )
 # returns = advantages + values
-EXPECTED_RET = _tensor([[1.18, 0.0, 4.304, 2.7, 1.45], [0.656400384, 0.8616672, 1.12176, 1.458, 1.9]])
+EXPECTED_RET = _tensor(
+    [[1.18, 0.0, 4.304, 2.7, 1.45], [0.656400384, 0.8616672, 1.12176, 1.458, 1.9]]
+)
 
 
 def test_gae_hand_computed() -> None:

@@ -95,16 +95,19 @@ def test_sequence_equals_step_by_step(kind: str, reset_prob: float) -> None:
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_fast_path_gradients_match_loop(kind: str) -> None:
-    """nn.LSTM/nn.GRU on a reset-free sequence and the step loop give the same gradients."""
+    """nn.LSTM/nn.GRU on a reset-free sequence and the step loop give the same gradients.
+
+    The loop is forced by an extra batch row that resets mid-sequence; only real rows are scored.
+    """
     core = _core(kind)
-    x, state = torch.randn(T, B, F), _random_state(core)
-    no_resets = torch.zeros(T, B, dtype=torch.bool)
+    x, state = torch.randn(T, B + 1, F), _random_state(core, B + 1)
+    resets = torch.zeros(T, B + 1, dtype=torch.bool)
     grads = []
-    for use_loop in (False, True):
+    for force_loop in (False, True):
+        resets[3, B] = force_loop
         core.zero_grad()
-        # forward takes the fast path here; unroll always runs the step loop
-        out, _ = core.unroll(x, state, no_resets) if use_loop else core(x, state, no_resets)
-        (out**2).sum().backward()
+        out, final = core(x, state, resets)
+        ((out[:, :B] ** 2).sum() + final[:B].sum()).backward()
         grads.append([p.grad.clone() for p in core.parameters()])
     for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)

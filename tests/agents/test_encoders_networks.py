@@ -1,0 +1,146 @@
+"""Encoders chosen by observation space, and the actor-critic's sequence/step interfaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from marlgrid.agents.networks import (
+    ActorCritic,
+    DictEncoder,
+    FlatEncoder,
+    NetworkConfig,
+    OneHotDiscreteEncoder,
+    OneHotImageEncoder,
+    PixelEncoder,
+    SymbolicEncoder,
+    make_encoder,
+)
+from marlgrid.agents.ppo import alloc_obs
+
+CFG = NetworkConfig(hidden_size=16, trunk_sizes=(32,), head_sizes=(16,), conv_channels=(8, 8))
+
+SYMBOLIC = spaces.Box(0, 255, (7, 7, 3), np.uint8)
+PIXELS = spaces.Box(0, 255, (7 * 8, 7 * 8, 3), np.uint8)
+ONEHOT = spaces.Box(0, 1, (5, 5, 20), np.uint8)
+DICT = spaces.Dict(
+    {
+        "image": SYMBOLIC,
+        "reward": spaces.Box(-np.inf, np.inf, (1,), np.float32),
+        "position": spaces.Box(0, 1, (2,), np.float32),
+        "direction": spaces.Discrete(4),
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _sample(space: spaces.Space, n: int, seed: int = 0):
+    space.seed(seed)
+    batch = [space.sample() for _ in range(n)]
+    if isinstance(space, spaces.Dict):
+        return {k: torch.as_tensor(np.stack([b[k] for b in batch])) for k in space.spaces}
+    return torch.as_tensor(np.stack(batch))
+
+
+@pytest.mark.parametrize(
+    ("space", "cls", "size"),
+    [
+        (SYMBOLIC, SymbolicEncoder, 8 * 7 * 7),
+        (PIXELS, PixelEncoder, 8 * 7 * 7),
+        (ONEHOT, OneHotImageEncoder, 8 * 5 * 5),
+        (spaces.Box(0, 1, (5, 5, 4), np.float32), OneHotImageEncoder, 8 * 5 * 5),
+        (spaces.Box(-1, 1, (6,), np.float32), FlatEncoder, 6),
+        (spaces.Discrete(4), OneHotDiscreteEncoder, 4),
+        (spaces.MultiDiscrete([2, 3]), OneHotDiscreteEncoder, 5),
+        (DICT, DictEncoder, 8 * 7 * 7 + 1 + 2 + 4),
+    ],
+)
+def test_encoder_choice_and_shapes(space: spaces.Space, cls: type, size: int) -> None:
+    enc = make_encoder(space, CFG)
+    assert isinstance(enc, cls) and enc.output_size == size
+    out = enc(_sample(space, 3))
+    assert out.shape == (3, size) and out.dtype == torch.float32 and torch.isfinite(out).all()
+
+
+def test_pixel_first_layer_sees_exactly_one_cell() -> None:
+    cfg = NetworkConfig(conv_channels=(8,), tile_size=8)
+    enc = make_encoder(PIXELS, cfg)
+    assert enc.cell.kernel_size == (8, 8) and enc.cell.stride == (8, 8)
+    # changing one pixel of cell (2, 3) changes only that cell's first-layer unit
+    x = _sample(PIXELS, 1)
+    y = x.clone()
+    y[0, 2 * 8 + 5, 3 * 8 + 1] += 1
+    with torch.no_grad():
+        fx = enc.cell(x.permute(0, 3, 1, 2).float() / 255)
+        fy = enc.cell(y.permute(0, 3, 1, 2).float() / 255)
+    changed = (fx != fy).any(1)[0]
+    assert changed[2, 3] and changed.sum() == 1
+
+
+def test_pixel_size_not_multiple_of_tile_raises() -> None:
+    with pytest.raises(ValueError, match="tile_size"):
+        make_encoder(spaces.Box(0, 255, (30, 30, 3), np.uint8), NetworkConfig(tile_size=8))
+
+
+def test_symbolic_embeddings_per_channel() -> None:
+    enc = make_encoder(SYMBOLIC, CFG)
+    # MiniGrid's symbolic space has high=255: each channel gets a full table, offsets separate them
+    assert enc.offsets.tolist() == [0, 256, 512] and enc.embed.num_embeddings == 768
+    high = np.broadcast_to(np.array([10, 40, 2], dtype=np.uint8), (3, 3, 3))
+    small = spaces.Box(0, high, (3, 3, 3), np.uint8)
+    enc = make_encoder(small, NetworkConfig(image_mode="symbolic"))
+    # minimum sizes (16, 32, 8), grown where the space allows larger ids (color up to 40)
+    assert enc.offsets.tolist() == [0, 16, 57] and enc.embed.num_embeddings == 65
+
+
+def test_dict_with_direction_is_one_hot() -> None:
+    enc = make_encoder(DICT, CFG)
+    obs = _sample(DICT, 4)
+    feats = enc(obs)
+    # sorted keys: direction (4), image, position (2), reward (1)
+    one_hot = torch.nn.functional.one_hot(obs["direction"], 4).float()
+    torch.testing.assert_close(feats[:, :4], one_hot)
+    torch.testing.assert_close(feats[:, -1:], obs["reward"])
+
+
+@pytest.mark.parametrize("memory", ["lstm", "gru", "none"])
+@pytest.mark.parametrize("space", [SYMBOLIC, DICT, spaces.Box(-1, 1, (3,), np.float32)])
+def test_actor_critic_sequence_and_step(memory: str, space: spaces.Space) -> None:
+    torch.manual_seed(0)
+    cfg = NetworkConfig(**{**CFG.__dict__, "memory": memory})
+    net = ActorCritic(space, spaces.Discrete(3), cfg)
+    T, B = 4, 2
+    obs = alloc_obs(space, (T, B), "cpu")
+    sample = _sample(space, T * B)
+    if isinstance(obs, dict):
+        obs = {k: v.view(T, B, *v.shape[1:]) for k, v in sample.items()}
+    else:
+        obs = sample.view(T, B, *sample.shape[1:])
+    resets = torch.zeros(T, B, dtype=torch.bool)
+    resets[2, 1] = True
+    state = net.initial_state(B)
+    with torch.no_grad():
+        logits, values, final = net(obs, state, resets)
+        assert logits.shape == (T, B, 3) and values.shape == (T, B)
+        assert final.shape == (B, net.state_size)
+        s = state
+        for t in range(T):
+            o = {k: v[t] for k, v in obs.items()} if isinstance(obs, dict) else obs[t]
+            step_logits, step_values, s = net.step(o, s, resets[t])
+            torch.testing.assert_close(step_logits, logits[t], atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(step_values, values[t], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(s, final, atol=1e-5, rtol=1e-4)
+        actions, logp, v, _ = net.act(o, state)
+        assert actions.shape == (B,) and ((actions >= 0) & (actions < 3)).all()
+        assert torch.all(logp <= 0)
+
+
+def test_non_discrete_action_space_rejected() -> None:
+    with pytest.raises(NotImplementedError):
+        ActorCritic(SYMBOLIC, spaces.Box(-1, 1, (2,)), CFG)

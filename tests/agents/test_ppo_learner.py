@@ -1,0 +1,154 @@
+"""PPO learner: metrics, KL early stopping, hard-KL rollback, schedules, checkpoints, loop."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from marlgrid.agents.ppo import (
+    PPO,
+    PPOConfig,
+    RolloutBuffer,
+    VectorRollout,
+    linear_schedule,
+    train_on_vector_env,
+)
+from marlgrid.agents.toy_envs import CueMemoryEnv, RandomEpisodesEnv
+
+SMALL = {"hidden_size": 16, "trunk_sizes": (16,), "head_sizes": (8,), "conv_channels": (4,)}
+METRIC_KEYS = {
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+    "charts/learning_rate",
+    "charts/refreshes",
+    "charts/staleness_mse",
+    "charts/staleness_cos",
+    "charts/minibatches",
+    "charts/early_stops",
+    "charts/rolled_back",
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _learner_and_buffer(**overrides) -> tuple[PPO, RolloutBuffer]:
+    cfg = PPOConfig(**{**SMALL, "num_steps": 20, **overrides})
+    env = CueMemoryEnv(8)
+    learner = PPO(env.single_observation_space, env.single_action_space, cfg)
+    buffer = RolloutBuffer(cfg.num_steps, 8, env.single_observation_space, learner.net.state_size)
+    VectorRollout(env, learner, seed=cfg.seed).collect(buffer)
+    return learner, buffer
+
+
+def _params(learner: PPO) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in learner.net.parameters()]
+
+
+@pytest.mark.parametrize("memory", ["lstm", "gru", "none"])
+def test_update_metrics_and_padding(memory: str) -> None:
+    # T=20 is not a multiple of chunk_len=8: the last chunk of each slot is padded and masked
+    learner, buffer = _learner_and_buffer(memory=memory, kl_target=None)
+    before = _params(learner)
+    metrics = learner.update(buffer)
+    assert metrics.keys() >= METRIC_KEYS
+    for k in METRIC_KEYS - {"losses/explained_variance"}:
+        assert math.isfinite(metrics[k]), k
+    assert metrics["charts/minibatches"] == 16 and metrics["charts/refreshes"] == 7
+    assert any(not torch.equal(a, b) for a, b in zip(before, _params(learner), strict=True))
+
+
+def test_kl_early_stopping_ends_each_epoch() -> None:
+    learner, buffer = _learner_and_buffer(kl_target=1e-9, lr=1e-2)
+    metrics = learner.update(buffer)
+    # first minibatch: the policy is the behaviour policy (KL ~ 0) so it steps; every later
+    # minibatch sees KL > 1.5e-9 and ends its epoch without stepping
+    assert metrics["charts/minibatches"] == 1
+    assert metrics["charts/early_stops"] == learner.cfg.update_epochs
+
+
+def test_hard_kl_limit_rolls_back_params_and_optimizer() -> None:
+    learner, buffer = _learner_and_buffer(kl_target=None, kl_hard_limit=0.0, lr=1e-2)
+    before = _params(learner)
+    opt_before = learner.optimizer.state_dict()
+    metrics = learner.update(buffer)
+    assert metrics["charts/rolled_back"] == 1.0 and metrics["losses/approx_kl_batch"] > 0
+    assert all(torch.equal(a, b) for a, b in zip(before, _params(learner), strict=True))
+    assert learner.optimizer.state_dict()["state"] == opt_before["state"] == {}
+
+    learner.cfg.kl_hard_limit = 1e9
+    metrics = learner.update(buffer)
+    assert metrics["charts/rolled_back"] == 0.0
+    assert any(not torch.equal(a, b) for a, b in zip(before, _params(learner), strict=True))
+
+
+def test_schedules() -> None:
+    assert linear_schedule(1.0, 0.0, 0.25) == 0.75 and linear_schedule(1.0, 3.0, 2.0) == 3.0
+    learner, buffer = _learner_and_buffer(lr=1e-3, anneal_lr=True, ent_coef=0.1, ent_coef_final=0.0)
+    metrics = learner.update(buffer, progress=0.5)
+    assert metrics["charts/learning_rate"] == pytest.approx(5e-4)
+    assert metrics["charts/ent_coef"] == pytest.approx(0.05)
+    assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(5e-4)
+    learner.cfg.anneal_lr = False
+    assert learner.update(buffer, progress=0.9)["charts/learning_rate"] == pytest.approx(1e-3)
+
+
+def test_state_dict_round_trip() -> None:
+    learner, buffer = _learner_and_buffer()
+    learner.update(buffer)
+    blob = io.BytesIO()
+    torch.save(learner.state_dict(), blob)
+    blob.seek(0)
+    env = CueMemoryEnv(1)
+    cfg = PPOConfig(**{**SMALL, "seed": 123})
+    restored = PPO(env.single_observation_space, env.single_action_space, cfg)
+    restored.load_state_dict(torch.load(blob, weights_only=True))
+    assert all(torch.equal(a, b) for a, b in zip(_params(learner), _params(restored), strict=True))
+    assert restored.num_updates == 1 and restored.num_refreshes == learner.num_refreshes
+    opt_a, opt_b = learner.optimizer.state_dict(), restored.optimizer.state_dict()
+    for k, v in opt_a["state"].items():
+        assert torch.equal(v["exp_avg"], opt_b["state"][k]["exp_avg"])
+    # same generator state -> same sampled actions
+    obs, state = torch.rand(8, 3), learner.initial_state(8)
+    torch.testing.assert_close(learner.act(obs, state)[0], restored.act(obs, state)[0])
+
+
+def test_train_loop_on_dict_observations_with_truncations() -> None:
+    space = spaces.Dict(
+        {
+            "image": spaces.Box(0, 255, (5, 5, 3), np.uint8),
+            "position": spaces.Box(0, 1, (2,), np.float32),
+            "direction": spaces.Discrete(4),
+        }
+    )
+    env = RandomEpisodesEnv(4, space, num_actions=7)
+    cfg = PPOConfig(**SMALL, memory="gru", num_steps=16, chunk_len=4, kl_hard_limit=10.0)
+    logged: list[int] = []
+    learner, history = train_on_vector_env(
+        env, cfg, total_timesteps=3 * 16 * 4, log_fn=lambda m, step: logged.append(step)
+    )
+    assert logged == [64, 128, 192] and len(history) == 3
+    assert history[-1]["charts/episodes"] > 0 and history[-1]["charts/SPS"] > 0
+    assert learner.num_updates == 3
+
+
+def test_missing_final_obs_on_truncation_raises() -> None:
+    class NoFinalObs(RandomEpisodesEnv):
+        def step(self, actions):
+            obs, r, te, tr, _ = super().step(actions)
+            return obs, r, te, tr, {}
+
+    env = NoFinalObs(4, spaces.Box(0, 1, (2,), np.float32), p_term=0.0, p_trunc=1.0)
+    with pytest.raises(ValueError, match="final_obs"):
+        train_on_vector_env(env, PPOConfig(**SMALL, num_steps=4), total_timesteps=16)

@@ -1,0 +1,145 @@
+"""Rollout memory resets and hidden-state refreshing against a step-by-step recomputation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from marlgrid.agents.networks import Obs
+from marlgrid.agents.ppo import (
+    PPO,
+    PPOConfig,
+    RolloutBuffer,
+    VectorRollout,
+    compute_gae,
+    obs_index,
+)
+from marlgrid.agents.toy_envs import RandomEpisodesEnv
+
+OBS_SPACE = spaces.Dict(
+    {
+        "image": spaces.Box(0, 10, (3, 3, 3), np.uint8),
+        "direction": spaces.Discrete(4),
+        "reward": spaces.Box(-1, 1, (1,), np.float32),
+    }
+)
+T, B = 24, 6
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _setup(memory: str, seed: int = 0) -> tuple[PPO, RolloutBuffer, VectorRollout]:
+    cfg = PPOConfig(
+        memory=memory,
+        hidden_size=16,
+        trunk_sizes=(16,),
+        head_sizes=(8,),
+        conv_channels=(4,),
+        num_steps=T,
+        seed=seed,
+    )
+    env = RandomEpisodesEnv(B, OBS_SPACE, p_term=0.08, p_trunc=0.08)
+    learner = PPO(OBS_SPACE, env.single_action_space, cfg)
+    buffer = RolloutBuffer(T, B, OBS_SPACE, learner.net.state_size)
+    rollout = VectorRollout(env, learner, seed=seed)
+    rollout.collect(buffer)
+    rollout.collect(buffer)  # second rollout: its first state is carried over, not zero
+    return learner, buffer, rollout
+
+
+@torch.no_grad()
+def _recompute(learner: PPO, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
+    """Step-by-step reference with the current network: states, values, bootstrap values, GAE."""
+    net = learner.net
+    states = torch.zeros_like(buf.states)
+    values = torch.zeros_like(buf.values)
+    trunc_values = torch.zeros_like(buf.values)
+    s = buf.states[0]
+    pairs = zip(buf.final_t.tolist(), buf.final_b.tolist(), strict=True)
+    finals = {(t, b): i for i, (t, b) in enumerate(pairs)}
+    for t in range(T):
+        s = s * (~buf.resets[t]).unsqueeze(-1)
+        states[t] = s
+        obs_t: Obs = obs_index(buf.obs, t)
+        _, values[t], s = net.step(obs_t, s)
+        for b in range(B):
+            if (t, b) in finals:
+                final = obs_index(buf.final_obs, slice(finals[t, b], finals[t, b] + 1))
+                trunc_values[t, b] = net.step(final, s[b : b + 1])[1][0]
+    last_value = net.step(buf.next_obs, s, buf.next_reset)[1]
+    nxt = torch.cat([values[1:], last_value[None]])
+    nxt = torch.where(buf.truncations & ~buf.terminations, trunc_values, nxt)
+    cfg = learner.cfg
+    adv, ret = compute_gae(
+        buf.rewards, values, nxt, buf.terminations, buf.truncations, cfg.gamma, cfg.gae_lambda
+    )
+    return {"states": states, "values": values, "advantages": adv, "returns": ret}
+
+
+@pytest.mark.parametrize("memory", ["lstm", "gru", "none"])
+def test_rollout_resets_memory_at_episode_boundaries(memory: str) -> None:
+    learner, buf, _ = _setup(memory)
+    assert buf.terminations.any() and (buf.truncations & ~buf.terminations).any()
+    assert buf.final_t.numel() == int((buf.truncations & ~buf.terminations).sum())
+    # every episode start follows an episode end in the same slot
+    ends = buf.terminations | buf.truncations
+    torch.testing.assert_close(buf.resets[1:], ends[:-1])
+    torch.testing.assert_close(buf.next_reset, ends[-1])
+    # stored states are zero exactly at episode starts (for a recurrent core, non-zero elsewhere)
+    norms = buf.states.norm(dim=-1)
+    assert torch.all(norms[buf.resets] == 0)
+    if memory != "none":
+        assert torch.all(norms[~buf.resets] > 0)
+    # and what was stored during the rollout is what the network computes step by step
+    ref = _recompute(learner, buf)
+    for k in ("states", "values", "advantages", "returns"):
+        torch.testing.assert_close(getattr(buf, k), ref[k], rtol=0, atol=1e-5, msg=k)
+
+
+@pytest.mark.parametrize("memory", ["lstm", "gru"])
+def test_refresh_equals_fresh_recomputation_after_parameter_change(memory: str) -> None:
+    learner, buf, _ = _setup(memory)
+    buf.compute_advantages(learner.cfg.gamma, learner.cfg.gae_lambda)
+    logp_before = buf.logp.clone()
+    states_before = buf.states.clone()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(3)
+        for p in learner.net.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    ref = _recompute(learner, buf)
+    # the parameter change made the stored states stale
+    assert (ref["states"] - states_before).abs().max().item() > 1e-2
+
+    staleness = learner.refresh(buf)
+
+    for k in ("states", "values", "advantages", "returns"):
+        diff = (getattr(buf, k) - ref[k]).abs().max().item()
+        assert diff < 1e-5, (k, diff)
+    assert torch.equal(buf.logp, logp_before)  # behaviour log-probs are left alone
+    # staleness = stored vs refreshed states
+    expected_mse = (ref["states"] - states_before).square().mean().item()
+    assert staleness["mse"] == pytest.approx(expected_mse, rel=1e-4)
+    assert 0.0 < staleness["cos"] < 1.0
+    # a second refresh with unchanged parameters finds nothing stale
+    again = learner.refresh(buf)
+    assert again["mse"] < 1e-12 and again["cos"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_update_refreshes_every_interval_minibatches() -> None:
+    learner, buf, _ = _setup("lstm")
+    learner.cfg.update_epochs, learner.cfg.num_minibatches, learner.cfg.refresh_interval = 2, 4, 2
+    learner.cfg.kl_target = None
+    metrics = learner.update(buf)
+    # 8 minibatches, refresh after the 2nd, 4th and 6th (the one after the 8th would go unused)
+    assert metrics["charts/minibatches"] == 8
+    assert metrics["charts/refreshes"] == 3
+    assert metrics["charts/staleness_mse"] > 0
+    assert 0 < metrics["charts/staleness_cos"] <= 1
+    learner.cfg.refresh_interval = 0
+    metrics = learner.update(buf)
+    assert metrics["charts/refreshes"] == 0 and np.isnan(metrics["charts/staleness_mse"])
