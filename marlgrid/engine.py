@@ -107,6 +107,9 @@ class Engine:
         self._views = [self._make_view_buffer(i) for i in range(k)]
         self._converted = [i for i, a in enumerate(self.agents) if a.observation != "symbolic"]
         self.actions = np.zeros((n, k), dtype=np.int64)
+        self._scratch_b = np.zeros((4, k), dtype=np.bool_)
+        self._scratch_i = np.zeros((5, k), dtype=np.int64)
+        self._opaque = np.zeros((vmax, vmax), dtype=np.bool_)
         self._step_args = (
             self.all_envs,
             self.actions,
@@ -135,6 +138,9 @@ class Engine:
             self.last_reward,
             self.sym,
             self.vis,
+            self._scratch_b,
+            self._scratch_i,
+            self._opaque,
         )
 
     # -- observations -------------------------------------------------------------------------
@@ -169,6 +175,7 @@ class Engine:
             self.hide,
             self.sym,
             self.vis,
+            self._opaque,
         )
         if self._converted:
             self._convert(envs)

@@ -210,22 +210,21 @@ def step_envs(
     rewards,
     terminated,
     truncated,
+    scratch_b,
+    scratch_i,
 ):
-    """Advance every env one step from its pre-step state; write rewards and done flags."""
+    """Advance every env one step from its pre-step state; write rewards and done flags.
+
+    ``scratch_b`` (4, K) bool and ``scratch_i`` (5, K) int64 are work space.
+    """
     n_envs, n_agents = actions.shape
     ghost = rules_i[R_GHOST] != 0
     respawn = rules_i[R_RESPAWN] != 0
     max_steps = rules_i[R_MAX_STEPS]
     n_goals = rules_i[R_N_GOALS]
-    moving = np.zeros(n_agents, dtype=np.bool_)
-    moved = np.zeros(n_agents, dtype=np.bool_)
-    tx = np.zeros(n_agents, dtype=np.int64)
-    ty = np.zeros(n_agents, dtype=np.int64)
-    fx = np.zeros(n_agents, dtype=np.int64)
-    fy = np.zeros(n_agents, dtype=np.int64)
-    acts = np.zeros(n_agents, dtype=np.bool_)
-    prio = np.zeros(n_agents, dtype=np.uint64)
-    finishing = np.zeros(n_agents, dtype=np.bool_)
+    # Per-agent scratch rows (no allocation per call): see SCRATCH_ROWS.
+    moving, moved, acts, finishing = scratch_b[0], scratch_b[1], scratch_b[2], scratch_b[3]
+    tx, ty, fx, fy, prio = scratch_i[0], scratch_i[1], scratch_i[2], scratch_i[3], scratch_i[4]
     for n in range(n_envs):
         step_count[n] += 1
         t = step_count[n]
@@ -259,7 +258,7 @@ def step_envs(
             elif a == PICKUP or a == DROP or a == TOGGLE:
                 inside = 0 <= fx[k] < grid.shape[1] and 0 <= fy[k] < grid.shape[2]
                 acts[k] = inside
-                prio[k] = _rand(rng, n)
+                prio[k] = np.int64(_rand(rng, n) >> np.uint64(1))
         if not ghost:
             _resolve_blocking(n, moving, tx, ty, pos, status)
 
@@ -398,17 +397,17 @@ def observe(
     hide,
     out,
     vis,
+    opaque,
 ):
     """Write every agent's egocentric symbolic view and visibility mask.
 
     ``out`` is ``(n_envs, n_agents, vmax, vmax, 3)`` uint8 indexed ``[.., x, y, channel]`` with the
     agent at ``(view // 2, view - 1 - view_offset)`` facing up; ``vis`` is the matching bool mask.
     Cells past an agent's own view size, and all cells of agents out of play, are zero.
+    ``opaque`` is a ``(vmax, vmax)`` bool work space.
     """
     n_agents = status.shape[1]
     width, height = grid.shape[1], grid.shape[2]
-    vmax = out.shape[2]
-    opaque = np.zeros((vmax, vmax), dtype=np.bool_)
     for n in envs:
         for k in range(n_agents):
             o = out[n, k]
@@ -602,6 +601,9 @@ def step_and_observe(
     last_reward,
     sym,
     vis,
+    scratch_b,
+    scratch_i,
+    opaque,
 ):
     """:func:`step_envs` then :func:`observe` of all envs, in one call from Python."""
     step_envs(
@@ -627,6 +629,10 @@ def step_and_observe(
         rewards,
         terminated,
         truncated,
+        scratch_b,
+        scratch_i,
     )
     last_reward[:] = rewards
-    observe(envs, grid, pos, dirs, carrying, status, prestige, acfg_i, acfg_f, hide, sym, vis)
+    observe(
+        envs, grid, pos, dirs, carrying, status, prestige, acfg_i, acfg_f, hide, sym, vis, opaque
+    )

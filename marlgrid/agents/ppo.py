@@ -335,7 +335,7 @@ class RolloutBuffer:
         self._finals.append((t, env_ids, final_obs))
 
     def finish(self, next_obs: Obs, next_state: Tensor, next_reset: Tensor, last_value: Tensor):
-        """Close the rollout with what follows its last step, then compute advantages lazily."""
+        """Close the rollout with what follows its last step (then call compute_advantages)."""
         assert self.pos == self.num_steps, f"buffer holds {self.pos}/{self.num_steps} steps"
         _obs_copy_(self.next_obs, slice(None), next_obs)
         self.next_state.copy_(next_state)
@@ -689,7 +689,7 @@ class VectorRollout:
         self.stats = _EpisodeStats(envs.num_envs)
 
     def collect(self, buffer: RolloutBuffer, deterministic: bool = False) -> None:
-        """Fill ``buffer`` with ``buffer.num_steps`` steps of every slot and finish it."""
+        """Fill ``buffer`` with ``buffer.num_steps`` steps of every slot, finish it, compute GAE."""
         envs, learner, device = self.envs, self.learner, self.device
         obs, state, starts = self.obs, self.state, self.starts
         action_start = learner.net.action_start
@@ -726,6 +726,7 @@ class VectorRollout:
             state = new_state
             obs = obs_to_tensor(next_obs, device)
         buffer.finish(obs, state, starts, learner.value(obs, state, starts))
+        buffer.compute_advantages(learner.cfg.gamma, learner.cfg.gae_lambda)
         self.obs, self.state, self.starts = obs, state, starts
 
 

@@ -72,3 +72,50 @@ class CueMemoryEnv:
         self._new_episodes(terminations)
         infos = {"final_obs": final_obs, "_final_obs": terminations.copy()}
         return self._obs(), rewards, terminations, truncations, infos
+
+
+class RandomEpisodesEnv:
+    """Random observations from any space, random rewards, random episode ends.
+
+    For plumbing tests (buffers, resets, truncation bootstrapping, Dict observations), not for
+    learning. Each step, a slot terminates with probability ``p_term`` or else truncates with
+    probability ``p_trunc``; ``infos["final_obs"]`` holds the true last observation of those slots.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        observation_space: spaces.Space,
+        num_actions: int = 3,
+        p_term: float = 0.1,
+        p_trunc: float = 0.1,
+    ) -> None:
+        self.num_envs = num_envs
+        self.single_observation_space = observation_space
+        self.single_action_space = spaces.Discrete(num_actions)
+        self.p_term, self.p_trunc = p_term, p_trunc
+        self.rng = np.random.default_rng()
+
+    def _sample(self) -> Any:
+        batch = [self.single_observation_space.sample() for _ in range(self.num_envs)]
+        if isinstance(self.single_observation_space, spaces.Dict):
+            return {k: np.stack([b[k] for b in batch]) for k in self.single_observation_space}
+        return np.stack(batch)
+
+    def reset(self, seed: int | None = None) -> Any:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+            self.single_observation_space.seed(seed)
+        return self._sample()
+
+    def step(self, actions: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        assert np.shape(actions) == (self.num_envs,)
+        rewards = self.rng.normal(size=self.num_envs).astype(np.float32)
+        u = self.rng.random(self.num_envs)
+        terminations = u < self.p_term
+        truncations = (u >= self.p_term) & (u < self.p_term + self.p_trunc)
+        final_obs = self._sample()
+        done = terminations | truncations
+        infos = {"final_obs": final_obs, "_final_obs": done}
+        obs = self._sample()
+        return obs, rewards, terminations, truncations, infos
