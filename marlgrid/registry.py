@@ -84,19 +84,24 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: The canonical goal-cycle task of the social-learning experiments.
+GOAL_CYCLE_CANONICAL: dict[str, Any] = {
+    "size": 13,
+    "n_goals": 3,
+    "clutter_density": 0.15,
+    "penalty": 1.5,
+    "max_steps": 250,
+    "respawn": True,
+    "ghost_mode": True,
+    "agent": {"view_size": 7, "view_offset": 1},
+}
+
+
 def _register_builtin() -> None:
-    canon = {
-        "n_goals": 3,
-        "clutter_density": 0.15,
-        "penalty": 1.5,
-        "max_steps": 250,
-        "respawn": True,
-        "ghost_mode": True,
-        "agent": {"view_size": 7, "view_offset": 1},
-    }
     gc = "marlgrid.envs.goal_cycle:GoalCycleEnv"
-    register("MarlGrid-GoalCycle-13x13-3Agents-v0", gc, size=13, n_agents=3, **canon)
-    register("MarlGrid-GoalCycle-13x13-v0", gc, size=13, n_agents=1, **canon)
+    canon = GOAL_CYCLE_CANONICAL
+    register("MarlGrid-GoalCycle-13x13-3Agents-v0", gc, n_agents=3, **canon)
+    register("MarlGrid-GoalCycle-13x13-v0", gc, n_agents=1, **canon)
     register(
         "MarlGrid-GoalCycle-7x7-v0",
         gc,

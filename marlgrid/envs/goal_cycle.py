@@ -5,20 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from marlgrid.base import MarlGridEnv
+from marlgrid.config import ConfigError
 from marlgrid.envs._common import aec_from, check_fits, clutter_count
 from marlgrid.layout import Layout
+from marlgrid.registry import GOAL_CYCLE_CANONICAL
 
-#: The canonical goal-cycle task of the social-learning experiments.
-CANONICAL: dict[str, Any] = {
-    "size": 13,
-    "n_goals": 3,
-    "clutter_density": 0.15,
-    "penalty": 1.5,
-    "max_steps": 250,
-    "respawn": True,
-    "ghost_mode": True,
-    "agent": {"view_size": 7, "view_offset": 1},
-}
+#: The canonical goal-cycle task (registered as ``MarlGrid-GoalCycle-13x13-3Agents-v0``).
+CANONICAL = GOAL_CYCLE_CANONICAL
 
 
 class GoalCycleEnv(MarlGridEnv):
@@ -80,8 +73,6 @@ class GoalCycleEnv(MarlGridEnv):
             **kwargs,
         )
         if n_goals < 2:
-            from marlgrid.config import ConfigError
-
             raise ConfigError(f"n_goals must be >= 2 for a cycle, got {n_goals}")
         if n_clutter is None and clutter_density is None:
             clutter_density = 0.15
