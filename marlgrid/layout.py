@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
 
@@ -27,25 +29,48 @@ DEFAULT_COLOR = {
 
 
 @njit(cache=True)
-def _flood(passable, sx, sy):
-    """Cells reachable from ``(sx, sy)`` moving through passable cells (4-neighbourhood)."""
-    w, h = passable.shape
+def _connected(types):
+    """All walkable cells (goal-cycle tiles excluded) form one region touching every tile."""
+    w, h = types.shape
+    walk = np.zeros((w, h), dtype=np.bool_)
+    n_walk, sx, sy = 0, -1, -1
+    for x in range(w):
+        for y in range(h):
+            t = types[x, y]
+            if t != CYCLE_TILE and (CAN_OVERLAP[t] or t == DOOR):
+                walk[x, y] = True
+                n_walk += 1
+                if sx < 0:
+                    sx, sy = x, y
     seen = np.zeros((w, h), dtype=np.bool_)
-    stack = np.empty((w * h, 2), dtype=np.int64)
-    top = 0
-    stack[0, 0], stack[0, 1] = sx, sy
-    seen[sx, sy] = True
-    top = 1
-    while top > 0:
-        top -= 1
-        x, y = stack[top, 0], stack[top, 1]
-        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-            nx, ny = x + dx, y + dy
-            if 0 <= nx < w and 0 <= ny < h and passable[nx, ny] and not seen[nx, ny]:
-                seen[nx, ny] = True
-                stack[top, 0], stack[top, 1] = nx, ny
-                top += 1
-    return seen
+    if n_walk > 0:
+        stack = np.empty((w * h, 2), dtype=np.int64)
+        stack[0, 0], stack[0, 1] = sx, sy
+        seen[sx, sy] = True
+        top, reached = 1, 1
+        while top > 0:
+            top -= 1
+            x, y = stack[top, 0], stack[top, 1]
+            for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                nx, ny = x + dx, y + dy
+                if 0 <= nx < w and 0 <= ny < h and walk[nx, ny] and not seen[nx, ny]:
+                    seen[nx, ny] = True
+                    stack[top, 0], stack[top, 1] = nx, ny
+                    top += 1
+                    reached += 1
+        if reached != n_walk:
+            return False
+    for x in range(w):
+        for y in range(h):
+            if types[x, y] == CYCLE_TILE:
+                touching = False
+                for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                    nx, ny = x + dx, y + dy
+                    if 0 <= nx < w and 0 <= ny < h and seen[nx, ny]:
+                        touching = True
+                if not touching:
+                    return False
+    return True
 
 
 class Layout:
@@ -110,44 +135,29 @@ class Layout:
                 f"on the {self.width}x{self.height} map"
             )
         chosen = cells[self.rng.choice(len(cells), size=count, replace=False)]
-        for x, y in chosen:
-            self.put(int(x), int(y), obj, color, state)
+        color = color or DEFAULT_COLOR.get(obj, "red")
+        self.grid[chosen[:, 0], chosen[:, 1]] = (OBJECT_TO_IDX[obj], COLOR_TO_IDX[color], state)
         return chosen
-
-    def passable(self) -> np.ndarray:
-        """Cells an agent can walk through once doors are opened."""
-        types = self.grid[..., 0]
-        return CAN_OVERLAP[types] | (types == DOOR)
 
     def connected(self) -> bool:
         """Whether all open cells form one region that touches every goal-cycle tile.
 
         Goal-cycle tiles count as obstacles for the region, so a walker can reach any tile without
-        stepping on another one.
+        stepping on another one. Doors count as open.
         """
-        tiles = self.grid[..., 0] == CYCLE_TILE
-        walk = self.passable() & ~tiles
-        cells = np.argwhere(walk)
-        if len(cells) == 0:
-            return not tiles.any()
-        reached = _flood(walk, int(cells[0, 0]), int(cells[0, 1]))
-        if not reached[walk].all():
-            return False
-        padded = np.pad(reached, 1)
-        touching = padded[:-2, 1:-1] | padded[2:, 1:-1] | padded[1:-1, :-2] | padded[1:-1, 2:]
-        return bool(touching[tiles].all())
+        return bool(_connected(self.grid[..., 0]))
 
-    def scatter_connected(self, obj: str, count: int, tries: int = 100) -> np.ndarray:
-        """Place ``count`` blocking objects (clutter) so that all open cells stay connected."""
-        before = self.grid.copy()
+    def retry_until_connected(self, build: Callable[[], None], what: str, tries: int = 200) -> None:
+        """Run ``build`` (random placements) until :meth:`connected` holds, undoing failures."""
+        saved = self.grid.copy(), self.contents.copy(), self.cycle_id.copy()
         for _ in range(tries):
-            chosen = self.place(obj, count=count) if count else np.zeros((0, 2), dtype=np.int64)
+            build()
             if self.connected():
-                return chosen
-            self.grid[...] = before
+                return
+            self.grid[...], self.contents[...], self.cycle_id[...] = saved
         raise ConfigError(
-            f"could not scatter {count} {obj}(s) on the {self.width}x{self.height} map without "
-            f"cutting it into pieces in {tries} tries; use less clutter"
+            f"could not place {what} on the {self.width}x{self.height} map without cutting it "
+            f"into pieces in {tries} tries; use less clutter"
         )
 
     def cycle_tiles(self, count: int) -> np.ndarray:

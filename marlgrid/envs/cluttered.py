@@ -59,7 +59,9 @@ class ClutteredEnv(MarlGridEnv):
             layout.place("goal")
         else:
             layout.put(self.width - 2, self.height - 2, "goal")
-        layout.scatter_connected("wall", self.n_clutter)
+        layout.retry_until_connected(
+            lambda: layout.place("wall", count=self.n_clutter), f"{self.n_clutter} clutter walls"
+        )
 
 
 def parallel_env(**kwargs: Any) -> ClutteredEnv:

@@ -86,8 +86,13 @@ class GoalCycleEnv(MarlGridEnv):
 
     def generate(self, layout: Layout) -> None:
         layout.walls_border()
-        layout.cycle_tiles(self.rules.n_goals)
-        layout.scatter_connected("wall", self.n_clutter)
+
+        def tiles_and_clutter() -> None:
+            layout.cycle_tiles(self.rules.n_goals)
+            layout.place("wall", count=self.n_clutter)
+
+        what = f"{self.rules.n_goals} goal tiles and {self.n_clutter} clutter walls"
+        layout.retry_until_connected(tiles_and_clutter, what)
 
 
 def parallel_env(**kwargs: Any) -> GoalCycleEnv:
