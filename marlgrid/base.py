@@ -182,7 +182,27 @@ class MarlGridEnv(ParallelEnv):
             for a in self.agent_configs
         )
         self._has_extras = any(a.extras for a in self.agent_configs)
+        self._all_live = False
+        self._bind_rows()
         self._viewer = None
+
+    def _bind_rows(self) -> None:
+        """Row views of the engine's buffers for the one env (rebuilt after unpickling)."""
+        engine = self._engine
+        self._act_row = engine.actions[0]
+        self._rew_row, self._term_row = engine.rewards[0], engine.terminated[0]
+        self._trunc_row, self._sym_row = engine.truncated[0], engine.sym[0]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in ("_act_row", "_rew_row", "_term_row", "_trunc_row", "_sym_row"):
+            del state[name]
+        state["_viewer"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind_rows()
 
     # -- what subclasses provide --------------------------------------------------------------
 
@@ -219,6 +239,7 @@ class MarlGridEnv(ParallelEnv):
         self._engine.reset([0], [seed])
         self._engine.observe()
         self.agents = self.possible_agents[:]
+        self._all_live = True
         views = self._snapshot()
         obs = {name: self._observation(k, views[k]) for k, name in enumerate(self.agents)}
         if self.render_mode == "human":
@@ -227,12 +248,9 @@ class MarlGridEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         agents = self.agents
-        if not agents:
-            raise ActionError("the episode is over (no live agents); call reset() first")
-        if len(actions) != len(agents):
+        if len(actions) != len(agents) or not agents:
             self._raise_bad_keys(actions)
-        engine = self._engine
-        index, limits, buf = self._index, self._n_actions, engine.actions
+        act, limits, index = self._act_row, self._n_actions, self._index
         try:
             for name in agents:
                 a = actions[name]
@@ -243,15 +261,16 @@ class MarlGridEnv(ParallelEnv):
                     raise ActionError(
                         f"action for {name} must be an integer in [0, {limits[k]}), got {a}"
                     )
-                buf[0, k] = a
+                act[k] = a
         except KeyError:
             self._raise_bad_keys(actions)
-        engine.step()
+        self._engine.step()
         views = self._snapshot()
-        rew = engine.rewards[0].tolist()
-        term = engine.terminated[0].tolist()
-        trunc = engine.truncated[0].tolist()
-        if len(agents) == len(self.possible_agents) and not self._has_extras:
+        rew = self._rew_row.tolist()
+        term = self._term_row.tolist()
+        trunc = self._trunc_row.tolist()
+        infos = {name: {} for name in agents}
+        if self._all_live and not self._has_extras:
             # Every agent live: agent names line up with array rows.
             obs = dict(zip(agents, views, strict=True))
             rewards = dict(zip(agents, rew, strict=True))
@@ -265,9 +284,9 @@ class MarlGridEnv(ParallelEnv):
             rewards = {name: rew[k] for name, k in zip(agents, rows, strict=True)}
             terminations = {name: term[k] for name, k in zip(agents, rows, strict=True)}
             truncations = {name: trunc[k] for name, k in zip(agents, rows, strict=True)}
-        infos = {name: {} for name in agents}
         if True in term or True in trunc:
             self.agents = [n for n in agents if not (terminations[n] or truncations[n])]
+            self._all_live = False
         if self.render_mode == "human":
             self.render()
         return obs, rewards, terminations, truncations, infos
@@ -283,6 +302,8 @@ class MarlGridEnv(ParallelEnv):
             raise ActionError(f"action for {name} must be an integer, got {a!r}") from None
 
     def _raise_bad_keys(self, actions: dict[str, Any]) -> None:
+        if not self.agents:
+            raise ActionError("the episode is over (no live agents); call reset() first")
         live = set(self.agents)
         keys = set(actions)
         missing = sorted(live - keys)
@@ -299,10 +320,9 @@ class MarlGridEnv(ParallelEnv):
 
     def _snapshot(self) -> list[np.ndarray] | np.ndarray:
         """Fresh copies of every agent's view (indexable by agent number)."""
-        engine = self._engine
         if self._plain_symbolic:
-            return engine.sym[0].copy()
-        return [view[0].copy() for view in engine.views()]
+            return self._sym_row.copy()
+        return [view[0].copy() for view in self._engine.views()]
 
     def _observation(self, k: int, image: np.ndarray) -> Any:
         cfg = self.agent_configs[k]

@@ -30,7 +30,15 @@ import numpy as np
 
 from marlgrid import kernels as K
 from marlgrid.config import AgentConfig
-from marlgrid.constants import COLOR_TO_IDX, DIR_TO_VEC, N_COLORS, N_STATES, N_TYPES, OBJECT_TO_IDX
+from marlgrid.constants import (
+    COLOR_TO_IDX,
+    DIR_TO_VEC,
+    EMPTY,
+    N_COLORS,
+    N_STATES,
+    N_TYPES,
+    OBJECT_TO_IDX,
+)
 from marlgrid.layout import Layout
 
 if TYPE_CHECKING:
@@ -104,12 +112,37 @@ class Engine:
         self.sym = np.zeros((n, k, vmax, vmax, 3), dtype=np.uint8)
         self.vis = np.zeros((n, k, vmax, vmax), dtype=np.bool_)
         self.all_envs = np.arange(n)
-        self._views = [self._make_view_buffer(i) for i in range(k)]
         self._converted = [i for i, a in enumerate(self.agents) if a.observation != "symbolic"]
         self.actions = np.zeros((n, k), dtype=np.int64)
         self._scratch_b = np.zeros((4, k), dtype=np.bool_)
         self._scratch_i = np.zeros((5, k), dtype=np.int64)
         self._opaque = np.zeros((vmax, vmax), dtype=np.bool_)
+        self._own_views = {
+            i: self._make_view_buffer(i) for i in self._converted
+        }  # one-hot and pixel buffers
+        self._cleared_on_reset = [
+            (self.grid, 0),
+            (self.contents, 0),
+            (self.cycle_id, -1),
+            (self.carrying, 0),
+            (self.carry_contents, 0),
+            (self.status, K.WAITING),
+            (self.prestige, 0.0),
+            (self.cycle_last, -1),
+            (self.streak, 0),
+            (self.step_count, 0),
+            (self.last_reward, 0.0),
+            (self.pos, 0),
+            (self.dirs, 0),
+        ]
+        self._bind()
+
+    def _bind(self) -> None:
+        """Derived views and the kernel argument tuple (rebuilt after unpickling)."""
+        self._views = [
+            self._own_views[i] if i in self._own_views else self.sym[:, i, :v, :v]
+            for i, v in enumerate(a.view_size for a in self.agents)
+        ]
         self._step_args = (
             self.all_envs,
             self.actions,
@@ -143,13 +176,20 @@ class Engine:
             self._opaque,
         )
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_views"], state["_step_args"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind()
+
     # -- observations -------------------------------------------------------------------------
 
     def _make_view_buffer(self, k: int) -> np.ndarray:
         a = self.agents[k]
         v = a.view_size
-        if a.observation == "symbolic":
-            return self.sym[:, k, :v, :v]
         if a.observation == "onehot":
             return np.zeros((self.num_envs, v, v, N_TYPES + N_COLORS + N_STATES), dtype=np.uint8)
         ts = a.tile_size
@@ -226,37 +266,31 @@ class Engine:
 
     def reset(self, envs: Sequence[int] | np.ndarray, seeds: Sequence[int | None] | None = None):
         """Start new episodes in ``envs``; a seed re-seeds that env's generator."""
+        envs = np.asarray(envs, dtype=np.int64)
+        for arr, value in self._cleared_on_reset:
+            arr[envs] = value
+        self.grid[envs, ..., 0] = EMPTY
+        self.spawn_ok[envs] = True
         for i, n in enumerate(envs):
             seed = None if seeds is None else seeds[i]
             if seed is not None:
                 self.np_random[n] = np.random.default_rng(seed)
             rng = self.np_random[n]
-            layout = Layout(self.grid[n], self.contents[n], self.cycle_id[n], self.spawn_ok[n], rng)
-            self.generate(layout)
+            self.generate(
+                Layout(self.grid[n], self.contents[n], self.cycle_id[n], self.spawn_ok[n], rng)
+            )
             self.rng[n] = np.uint64(rng.integers(0, 2**63))
-            self.carrying[n] = 0
-            self.carry_contents[n] = 0
-            self.status[n] = K.WAITING
-            self.prestige[n] = 0.0
-            self.cycle_last[n] = -1
-            self.streak[n] = 0
-            self.step_count[n] = 0
-            self.last_reward[n] = 0.0
-            self.pos[n] = 0
-            self.dirs[n] = 0
-            for k, a in enumerate(self.agents):
-                if a.spawn_delay == 0:
-                    K.place_agent(
-                        self.grid,
-                        self.spawn_ok,
-                        self.pos,
-                        self.dirs,
-                        self.status,
-                        self.rng,
-                        self.rules.ghost_mode,
-                        n,
-                        k,
-                    )
+        K.spawn_initial(
+            envs,
+            self.grid,
+            self.spawn_ok,
+            self.pos,
+            self.dirs,
+            self.status,
+            self.rng,
+            self.acfg_i,
+            self.rules.ghost_mode,
+        )
 
     def step(self, actions: np.ndarray | None = None) -> None:
         """Advance every env one step and rebuild all views.

@@ -142,6 +142,15 @@ def place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k):
     return False
 
 
+@njit(cache=True)
+def spawn_initial(envs, grid, spawn_ok, pos, dirs, status, rng, acfg_i, ghost):
+    """Place the agents with no spawn delay in freshly reset ``envs``, in agent order."""
+    for n in envs:
+        for k in range(status.shape[1]):
+            if acfg_i[k, A_SPAWN_DELAY] == 0:
+                place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k)
+
+
 @njit(cache=True, inline="always")
 def _occupied(pos, status, n, x, y, skip):
     for m in range(pos.shape[1]):

@@ -76,6 +76,8 @@ def _connected(types):
 class Layout:
     """One env's world while it is generated: grid cells, box contents, tile ids, spawn cells.
 
+    It starts empty (every cell ``EMPTY``, no tiles, spawning allowed everywhere).
+
     Coordinates are ``(x, y)`` with ``x`` the column; ``rng`` is the env's seeded generator.
     """
 
@@ -93,11 +95,6 @@ class Layout:
         self.spawn_ok = spawn_ok
         self.rng = rng
         self.width, self.height = grid.shape[:2]
-        grid[...] = 0
-        grid[..., 0] = EMPTY
-        contents[...] = 0
-        cycle_id[...] = -1
-        spawn_ok[...] = True
 
     def put(self, x: int, y: int, obj: str, color: str | None = None, state: int = 0) -> None:
         """Set cell ``(x, y)`` to an object by name, e.g. ``put(3, 4, "door", "yellow", 2)``."""
@@ -134,7 +131,7 @@ class Layout:
                 f"cannot place {count} {obj}(s): only {len(cells)} empty cells are left "
                 f"on the {self.width}x{self.height} map"
             )
-        chosen = cells[self.rng.choice(len(cells), size=count, replace=False)]
+        chosen = cells[self.rng.permutation(len(cells))[:count]]
         color = color or DEFAULT_COLOR.get(obj, "red")
         self.grid[chosen[:, 0], chosen[:, 1]] = (OBJECT_TO_IDX[obj], COLOR_TO_IDX[color], state)
         return chosen
