@@ -356,7 +356,12 @@ class MarlGridEnv(ParallelEnv):
         grid = engine.grid[0].copy()
         if with_agents:
             K.agent_colors(
-                engine.acfg_i, engine.acfg_f, engine.prestige, engine.status, engine.colors
+                engine.acfg_i,
+                engine.acfg_f,
+                engine.prestige,
+                engine.status,
+                engine.just_done,
+                engine.colors,
             )
             for k in range(len(self.possible_agents) - 1, -1, -1):
                 if engine.status[0, k] == K.ACTIVE:

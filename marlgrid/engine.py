@@ -117,6 +117,8 @@ class Engine:
         self._scratch_b = np.zeros((4, k), dtype=np.bool_)
         self._scratch_i = np.zeros((5, k), dtype=np.int64)
         self._opaque = np.zeros((vmax, vmax), dtype=np.bool_)
+        # Agents that finished in the last step: they keep their final view for that step.
+        self.just_done = np.zeros((n, k), dtype=np.bool_)
         self._own_views = {
             i: self._make_view_buffer(i) for i in self._converted
         }  # one-hot and pixel buffers
@@ -134,6 +136,7 @@ class Engine:
             (self.last_reward, 0.0),
             (self.pos, 0),
             (self.dirs, 0),
+            (self.just_done, False),
         ]
         self._bind()
 
@@ -174,6 +177,7 @@ class Engine:
             self._scratch_b,
             self._scratch_i,
             self._opaque,
+            self.just_done,
         )
 
     def __getstate__(self) -> dict:
@@ -216,6 +220,7 @@ class Engine:
             self.sym,
             self.vis,
             self._opaque,
+            self.just_done,
         )
         if self._converted:
             self._convert(envs)
@@ -230,7 +235,14 @@ class Engine:
                 from marlgrid.atlas import get_atlas
 
                 atlas = get_atlas(a.tile_size)
-                K.agent_colors(self.acfg_i, self.acfg_f, self.prestige, self.status, self.colors)
+                K.agent_colors(
+                    self.acfg_i,
+                    self.acfg_f,
+                    self.prestige,
+                    self.status,
+                    self.just_done,
+                    self.colors,
+                )
                 K.to_rgb(
                     envs,
                     self.sym,

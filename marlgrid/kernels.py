@@ -407,12 +407,14 @@ def observe(
     out,
     vis,
     opaque,
+    just_done,
 ):
     """Write every agent's egocentric symbolic view and visibility mask.
 
     ``out`` is ``(n_envs, n_agents, vmax, vmax, 3)`` uint8 indexed ``[.., x, y, channel]`` with the
     agent at ``(view // 2, view - 1 - view_offset)`` facing up; ``vis`` is the matching bool mask.
-    Cells past an agent's own view size, and all cells of agents out of play, are zero.
+    Cells past an agent's own view size, and all cells of agents out of play, are zero, except
+    that an agent that finished in this very step (``just_done``) still gets its last view.
     ``opaque`` is a ``(vmax, vmax)`` bool work space.
     """
     n_agents = status.shape[1]
@@ -423,7 +425,7 @@ def observe(
             mask = vis[n, k]
             o[:] = 0
             mask[:] = False
-            if status[n, k] != ACTIVE:
+            if status[n, k] != ACTIVE and not just_done[n, k]:
                 continue
             v = acfg_i[k, A_VIEW]
             ar = v - 1 - acfg_i[k, A_OFFSET]
@@ -572,13 +574,12 @@ def to_rgb(envs, sym, k, v, ar, dirs, own_color, atlas, tri_mask, palette, out):
 
 
 @njit(cache=True)
-def agent_colors(acfg_i, acfg_f, prestige, status, out):
-    """Color id of every agent in play (fixed or from prestige); -1 for agents out of play."""
+def agent_colors(acfg_i, acfg_f, prestige, status, just_done, out):
+    """Color id of every agent in play or just finished (fixed or from prestige); -1 otherwise."""
     for n in range(status.shape[0]):
         for k in range(status.shape[1]):
-            out[n, k] = (
-                agent_color(acfg_i, acfg_f, prestige, n, k) if status[n, k] == ACTIVE else -1
-            )
+            shown = status[n, k] == ACTIVE or just_done[n, k]
+            out[n, k] = agent_color(acfg_i, acfg_f, prestige, n, k) if shown else -1
 
 
 @njit(cache=True)
@@ -613,6 +614,7 @@ def step_and_observe(
     scratch_b,
     scratch_i,
     opaque,
+    just_done,
 ):
     """:func:`step_envs` then :func:`observe` of all envs, in one call from Python."""
     step_envs(
@@ -642,6 +644,22 @@ def step_and_observe(
         scratch_i,
     )
     last_reward[:] = rewards
+    for n in envs:
+        for k in range(status.shape[1]):
+            just_done[n, k] = terminated[n, k] or truncated[n, k]
     observe(
-        envs, grid, pos, dirs, carrying, status, prestige, acfg_i, acfg_f, hide, sym, vis, opaque
+        envs,
+        grid,
+        pos,
+        dirs,
+        carrying,
+        status,
+        prestige,
+        acfg_i,
+        acfg_f,
+        hide,
+        sym,
+        vis,
+        opaque,
+        just_done,
     )

@@ -165,9 +165,11 @@ def test_goal_terminates_without_respawn_and_agent_leaves():
     assert rewards == {"agent_0": 1.0, "agent_1": 0.0}
     assert term == {"agent_0": True, "agent_1": False}
     assert env.agents == ["agent_1"]
-    assert not obs["agent_0"].any()  # out of play: all unseen
+    # The terminal observation still shows the world: the goal it stands on is now its own cell.
+    assert obs["agent_0"][3, 6].tolist() == [1, 0, 0] and obs["agent_0"][3, 5, 0] == 2
     obs, *_ = step(env, DONE, LEFT)
     assert set(obs) == {"agent_1"}
+    assert not env._engine.sym[0, 0].any()  # out of play afterwards: all unseen
 
 
 def test_lava_ends_the_agent_with_no_reward():

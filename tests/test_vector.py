@@ -84,6 +84,8 @@ def test_episode_statistics_and_buffer_reuse():
         total += rew
     assert obs["agent_0"] is first, "the batched API reuses its buffers"
     assert infos["_episode"].all()
+    # The final observation shows the world as the episode ended, not a blank view.
+    assert infos["final_obs"]["agent_0"].reshape(2, -1).any(axis=1).all()
     np.testing.assert_allclose(infos["episode"]["r"], total)
     assert infos["episode"]["l"].tolist() == [5, 5]
     assert trunc.all()

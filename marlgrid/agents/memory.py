@@ -11,20 +11,24 @@ A reset flag ``resets[t, b]`` (episode start) zeroes row ``b`` of the state *bef
 processed, so running a sequence with a reset at ``t`` gives, from ``t`` on, exactly the outputs of
 running the rest from a zero state.
 
-Speed: when no reset falls strictly inside the sequence, the whole sequence goes through one
-``nn.LSTM``/``nn.GRU`` call (a reset at ``t = 0`` only masks the initial state). Otherwise the core
-runs a step loop over ``T`` that reuses the module's weights: the input projection of all steps is
-one matrix product, and each step is one ``addmm`` plus the gate arithmetic. On CPU with one thread
-the loop matched or beat ``nn.LSTM`` split into reset-free segments, and it also yields the state
-after every step (needed to refresh stored LSTM cell states), which ``nn.LSTM`` does not return.
+Speed (measured on CPU, one thread): with no reset strictly inside the sequence, the whole
+sequence goes through one ``nn.LSTM``/``nn.GRU`` call (a reset at ``t = 0`` only masks the initial
+state). Otherwise :meth:`MemoryCore.forward` runs a step loop that reuses the module's weights (the
+input projection of all steps is one matrix product; each step is one ``addmm`` plus the gate
+arithmetic); the loop also yields the state after every step, which :meth:`MemoryCore.unroll`
+needs to refresh stored LSTM cell states. For training, :meth:`MemoryCore.outputs` (no final
+state) cuts sequences with few inner resets into zero-padded rows and makes one ``nn.LSTM`` call,
+about 20-35% faster than the loop at low reset rates.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 MEMORY_KINDS = ("lstm", "gru", "none")
 
@@ -46,6 +50,10 @@ class MemoryCore(nn.Module):
         """Run ``x (T, B, F)`` from ``state (B, S)``; returns ``(out (T, B, H), final_state)``."""
         raise NotImplementedError
 
+    def outputs(self, x: Tensor, state: Tensor, resets: Tensor) -> Tensor:
+        """Only the outputs of :meth:`forward` (cores may use a faster path for this)."""
+        return self.forward(x, state, resets)[0]
+
     def unroll(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
         """Like :meth:`forward` but returns the state after every step, ``(T, B, S)``.
 
@@ -64,48 +72,121 @@ def _has_inner_reset(resets: Tensor) -> bool:
     return resets.shape[0] > 1 and bool(resets[1:].any())
 
 
-class LSTMCore(MemoryCore):
+def segment_layout(resets: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
+    """Cut every column of ``resets (T, N)`` at its inner resets into left-aligned rows.
+
+    Returns ``(tau, row, first_row, R)``: step ``(t, n)`` goes to position ``tau[t, n]`` of row
+    ``row[t, n]`` of a ``(T, R)`` layout; ``first_row[n]`` is the row holding column ``n``'s first
+    segment (the only one that starts from the given state; the others start from zero).
+    """
+    T, N = resets.shape
+    inner = resets.clone()
+    inner[0] = False
+    seg = inner.long().cumsum(0)  # segment number within the column
+    n_seg = seg[-1] + 1
+    first_row = n_seg.cumsum(0) - n_seg
+    row = first_row + seg
+    t_idx = torch.arange(T, device=resets.device).unsqueeze(1).expand(T, N)
+    seg_start = torch.where(inner, t_idx, 0).cummax(0).values
+    return t_idx - seg_start, row, first_row, int(n_seg.sum())
+
+
+class _TorchRNNCore(MemoryCore):
+    """Shared parts of the cores that wrap ``nn.LSTM`` / ``nn.GRU``."""
+
+    #: :meth:`outputs` splits sequences at inner resets into padded rows for one ``nn`` call while
+    #: the rows number at most this many times the columns; above it the step loop is faster.
+    split_ratio: float = 1.5
+    rnn: nn.LSTM | nn.GRU
+
+    def _init_rnn(self, rnn: nn.LSTM | nn.GRU) -> None:
+        self.rnn = rnn
+        for name, p in rnn.named_parameters():
+            if "weight" in name:
+                nn.init.orthogonal_(p)
+            else:
+                nn.init.zeros_(p)
+
+    def _torch_rnn(self, x: Any, state: Tensor) -> tuple[Any, Tensor]:
+        """One ``nn.LSTM`` / ``nn.GRU`` call (tensor or packed input) from ``state``, no resets."""
+        raise NotImplementedError
+
+    def _loop(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
+        """Step loop with resets: ``(out, final_state)``."""
+        raise NotImplementedError
+
+    def _post_states(self, x: Tensor, state: Tensor, resets: Tensor, out: Tensor) -> Tensor:
+        """Post-step states ``(T, B, S)`` given the outputs of every step."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
+        if x.shape[0] > 1 and not _has_inner_reset(resets):
+            return self._torch_rnn(x, state * _keep(resets[:1], x.dtype)[0])
+        return self._loop(x, state, resets)
+
+    def outputs(self, x: Tensor, state: Tensor, resets: Tensor) -> Tensor:
+        """Outputs only (no final state), by the fastest exact path (used for training).
+
+        With few inner resets, each column is cut into segments at its resets, the segments are
+        laid out as left-aligned zero-padded rows (the first from ``state``, the others from zero)
+        and run through one ``nn`` call; padding only follows real steps, so it changes nothing.
+        """
+        T, N, F = x.shape
+        if T == 1 or not _has_inner_reset(resets):
+            return self.forward(x, state, resets)[0]
+        if int(resets[1:].sum()) + N > self.split_ratio * N:
+            return self._loop(x, state, resets)[0]
+        tau, row, first_row, R = segment_layout(resets.bool())
+        xs = x.new_zeros(T, R, F).index_put((tau, row), x)
+        s0 = state.new_zeros(R, state.shape[1])
+        s0 = s0.index_copy(0, first_row, state * _keep(resets[:1], x.dtype)[0])
+        out, _ = self._torch_rnn(xs, s0)
+        return out[tau, row]
+
+    def unroll(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
+        """Every column is cut into episode segments, run as one packed ``nn`` call (no padding
+        work, sequences only as long as the longest segment); then the post-step states."""
+        T, N, F = x.shape
+        tau, row, first_row, R = segment_layout(resets.bool())
+        lengths = torch.bincount(row.flatten(), minlength=R)
+        xs = x.new_zeros(int(lengths.max()), R, F).index_put((tau, row), x)
+        s0 = state.new_zeros(R, state.shape[1])
+        s0 = s0.index_copy(0, first_row, state * _keep(resets[:1], x.dtype)[0])
+        packed = pack_padded_sequence(xs, lengths.cpu(), enforce_sorted=False)
+        out_packed, _ = self._torch_rnn(packed, s0)
+        out = pad_packed_sequence(out_packed, total_length=xs.shape[0])[0][tau, row]
+        return out, self._post_states(x, state, resets, out)
+
+
+class LSTMCore(_TorchRNNCore):
     """Single-layer LSTM; state ``cat([h, c], -1)``."""
 
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
         self.state_size = 2 * hidden_size
-        self.rnn = nn.LSTM(input_size, hidden_size)
-        for name, p in self.rnn.named_parameters():
-            if "weight" in name:
-                nn.init.orthogonal_(p)
-            else:
-                nn.init.zeros_(p)
+        self._init_rnn(nn.LSTM(input_size, hidden_size))
 
-    def forward(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
-        keep = _keep(resets, x.dtype)
-        if x.shape[0] > 1 and not _has_inner_reset(resets):
-            state = state * keep[0]
-            h, c = state.chunk(2, -1)
-            out, (h, c) = self.rnn(x, (h.unsqueeze(0).contiguous(), c.unsqueeze(0).contiguous()))
-            return out, torch.cat([h[0], c[0]], -1)
-        out, h, c, _ = self._loop(x, state, keep, resets, collect=False)
-        return out, torch.cat([h, c], -1)
+    def _torch_rnn(self, x: Any, state: Tensor) -> tuple[Any, Tensor]:
+        h, c = state.unsqueeze(0).chunk(2, -1)
+        out, (h, c) = self.rnn(x, (h.contiguous(), c.contiguous()))
+        return out, torch.cat([h[0], c[0]], -1)
 
-    def unroll(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
-        out, _, _, cs = self._loop(x, state, _keep(resets, x.dtype), resets, collect=True)
-        return out, torch.cat([out, torch.stack(cs)], -1)
-
-    def _loop(
-        self, x: Tensor, state: Tensor, keep: Tensor, resets: Tensor, collect: bool
-    ) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+    def _input_projection(self, x: Tensor) -> Tensor:
         T, B, _ = x.shape
-        H = self.hidden_size
         r = self.rnn
         xp = torch.addmm(r.bias_ih_l0 + r.bias_hh_l0, x.reshape(T * B, -1), r.weight_ih_l0.t())
-        xp = xp.view(T, B, 4 * H)
-        w_hh = r.weight_hh_l0.t()
-        any_reset = resets.reshape(T, -1).any(1).tolist()
+        return xp.view(T, B, -1)
+
+    def _loop(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
+        H = self.hidden_size
+        keep = _keep(resets, x.dtype)
+        xp = self._input_projection(x)
+        w_hh = self.rnn.weight_hh_l0.t()
+        any_reset = resets.reshape(x.shape[0], -1).any(1).tolist()
         h, c = state.chunk(2, -1)
         hs: list[Tensor] = []
-        cs: list[Tensor] = []
-        for t in range(T):
+        for t in range(x.shape[0]):
             if any_reset[t]:
                 h, c = h * keep[t], c * keep[t]
             gates = torch.addmm(xp[t], h, w_hh)  # gate order of nn.LSTM: i, f, g, o
@@ -113,43 +194,56 @@ class LSTMCore(MemoryCore):
             c = s[:, H : 2 * H] * c + s[:, :H] * gates[:, 2 * H : 3 * H].tanh()
             h = s[:, 3 * H :] * c.tanh()
             hs.append(h)
-            if collect:
-                cs.append(c)
-        return torch.stack(hs), h, c, cs
+        return torch.stack(hs), torch.cat([h, c], -1)
+
+    def _post_states(self, x: Tensor, state: Tensor, resets: Tensor, out: Tensor) -> Tensor:
+        # The cell states follow from the outputs: the gates of every step are one matrix
+        # product (h_{t-1} is known), then c_t = f_t * c_{t-1} + i_t * g_t is a cheap scan.
+        T, B, H = out.shape
+        keep = _keep(resets, x.dtype)
+        h0, c = state.chunk(2, -1)
+        h_in = torch.cat([h0.unsqueeze(0), out[:-1]]) * keep
+        gates = torch.addmm(
+            self._input_projection(x).view(T * B, -1),
+            h_in.view(T * B, H),
+            self.rnn.weight_hh_l0.t(),
+        ).view(T, B, 4 * H)
+        fi = gates[..., : 2 * H].sigmoid()
+        ig = fi[..., :H] * gates[..., 2 * H : 3 * H].tanh()
+        f = fi[..., H:]
+        any_reset = resets.reshape(T, -1).any(1).tolist()
+        cs: list[Tensor] = []
+        for t in range(T):
+            if any_reset[t]:
+                c = c * keep[t]
+            c = torch.addcmul(ig[t], f[t], c)
+            cs.append(c)
+        return torch.cat([out, torch.stack(cs)], -1)
 
 
-class GRUCore(MemoryCore):
+class GRUCore(_TorchRNNCore):
     """Single-layer GRU; state ``h``."""
+
+    split_ratio = 1.0  # measured: the GRU step loop is as fast as nn.GRU on split rows
 
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.state_size = input_size, hidden_size, hidden_size
-        self.rnn = nn.GRU(input_size, hidden_size)
-        for name, p in self.rnn.named_parameters():
-            if "weight" in name:
-                nn.init.orthogonal_(p)
-            else:
-                nn.init.zeros_(p)
+        self._init_rnn(nn.GRU(input_size, hidden_size))
 
-    def forward(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
-        keep = _keep(resets, x.dtype)
-        if x.shape[0] > 1 and not _has_inner_reset(resets):
-            out, h = self.rnn(x, (state * keep[0]).unsqueeze(0).contiguous())
-            return out, h[0]
-        out = self._loop(x, state, keep, resets)
-        return out, out[-1]
+    def _torch_rnn(self, x: Any, state: Tensor) -> tuple[Any, Tensor]:
+        out, h = self.rnn(x, state.unsqueeze(0).contiguous())
+        return out, h[0]
 
-    def unroll(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
-        out, _ = self.forward(x, state, resets)
-        return out, out
-
-    def _loop(self, x: Tensor, h: Tensor, keep: Tensor, resets: Tensor) -> Tensor:
+    def _loop(self, x: Tensor, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
         T, B, _ = x.shape
         H = self.hidden_size
         r = self.rnn
+        keep = _keep(resets, x.dtype)
         xp = torch.addmm(r.bias_ih_l0, x.reshape(T * B, -1), r.weight_ih_l0.t()).view(T, B, 3 * H)
         w_hh, b_hh = r.weight_hh_l0.t(), r.bias_hh_l0
         any_reset = resets.reshape(T, -1).any(1).tolist()
+        h = state
         hs: list[Tensor] = []
         for t in range(T):
             if any_reset[t]:
@@ -159,7 +253,10 @@ class GRUCore(MemoryCore):
             n = (xp[t, :, 2 * H :] + rz[:, :H] * hp[:, 2 * H :]).tanh()
             h = n + rz[:, H:] * (h - n)
             hs.append(h)
-        return torch.stack(hs)
+        return torch.stack(hs), h
+
+    def _post_states(self, x: Tensor, state: Tensor, resets: Tensor, out: Tensor) -> Tensor:
+        return out  # a GRU's state is its output
 
 
 class NoMemory(MemoryCore):

@@ -283,6 +283,13 @@ class ActorCritic(nn.Module):
         logits, values = self.heads(out)
         return logits, values, state
 
+    def evaluate(self, obs: Obs, state: Tensor, resets: Tensor) -> tuple[Tensor, Tensor]:
+        """Like :meth:`forward` without the final state, by the core's fastest path (training)."""
+        T, B = resets.shape
+        logits, values = self.heads(self.memory.outputs(self.features(obs, T, B), state, resets))
+        assert logits is not None
+        return logits, values
+
     def unroll(
         self, obs: Obs, state: Tensor, resets: Tensor, policy: bool = True
     ) -> tuple[Tensor | None, Tensor, Tensor]:
