@@ -271,11 +271,11 @@ class MarlGridEnv(ParallelEnv):
         trunc = self._trunc_row.tolist()
         infos = {name: {} for name in agents}
         if self._all_live and not self._has_extras:
-            # Every agent live: agent names line up with array rows.
-            obs = dict(zip(agents, views, strict=True))
-            rewards = dict(zip(agents, rew, strict=True))
-            terminations = dict(zip(agents, term, strict=True))
-            truncations = dict(zip(agents, trunc, strict=True))
+            # Every agent live: names line up with array rows (equal lengths; `strict` is slow).
+            obs = dict(zip(agents, views))  # noqa: B905
+            rewards = dict(zip(agents, rew))  # noqa: B905
+            terminations = dict(zip(agents, term))  # noqa: B905
+            truncations = dict(zip(agents, trunc))  # noqa: B905
         else:
             rows = [index[name] for name in agents]
             obs = {

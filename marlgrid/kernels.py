@@ -423,9 +423,9 @@ def observe(
         for k in range(n_agents):
             o = out[n, k]
             mask = vis[n, k]
-            o[:] = 0
             mask[:] = False
             if status[n, k] != ACTIVE and not just_done[n, k]:
+                o[:] = 0
                 continue
             v = acfg_i[k, A_VIEW]
             ar = v - 1 - acfg_i[k, A_OFFSET]
@@ -434,56 +434,62 @@ def observe(
             d = dirs[n, k]
             fdx, fdy = DIR_TO_VEC[d, 0], DIR_TO_VEC[d, 1]
             rdx, rdy = DIR_TO_VEC[(d + 1) % 4, 0], DIR_TO_VEC[(d + 1) % 4, 1]
-            # Gather cells (out of bounds reads as a grey wall, as in MiniGrid).
+            # View cell (i, j) is map cell (x0 + i * rdx + j * jdx, y0 + i * rdy + j * jdy).
+            x0, y0 = px + ar * fdx - ac * rdx, py + ar * fdy - ac * rdy
+            # 1. Opacity (cells beyond the map are grey walls, as in MiniGrid).
             for j in range(v):
-                f = ar - j
                 for i in range(v):
-                    r = i - ac
-                    wx = px + f * fdx + r * rdx
-                    wy = py + f * fdy + r * rdy
+                    wx = x0 + i * rdx - j * fdx
+                    wy = y0 + i * rdy - j * fdy
                     if wx < 0 or wy < 0 or wx >= width or wy >= height:
-                        o[i, j, 0] = WALL
-                        o[i, j, 1] = 5
-                        o[i, j, 2] = 0
                         opaque[i, j] = True
                     else:
-                        o[i, j, 0] = grid[n, wx, wy, 0]
-                        o[i, j, 1] = grid[n, wx, wy, 1]
-                        o[i, j, 2] = grid[n, wx, wy, 2]
-                        opaque[i, j] = _opaque(o[i, j, 0], o[i, j, 2])
-            # Other agents, the lowest index on top.
-            for m in range(n_agents - 1, -1, -1):
-                if m == k or status[n, m] != ACTIVE:
-                    continue
-                dx = pos[n, m, 0] - px
-                dy = pos[n, m, 1] - py
-                j = ar - (dx * fdx + dy * fdy)
-                i = ac + (dx * rdx + dy * rdy)
-                if 0 <= i < v and 0 <= j < v and not (i == ac and j == ar):
-                    o[i, j, 0] = AGENT
-                    o[i, j, 1] = agent_color(acfg_i, acfg_f, prestige, n, m)
-                    o[i, j, 2] = dirs[n, m]
-            # Visibility.
+                        opaque[i, j] = _opaque(grid[n, wx, wy, 0], grid[n, wx, wy, 2])
+            # 2. Visibility.
             if acfg_i[k, A_SEE_THROUGH] != 0:
                 for i in range(v):
                     for j in range(v):
                         mask[i, j] = True
             else:
                 _sweep(opaque, mask, v, ac, ar)
-            # Own cell shows what the agent carries; hidden types read as empty.
-            o[ac, ar, 0] = carrying[n, k, 0] if carrying[n, k, 0] != 0 else EMPTY
-            o[ac, ar, 1] = carrying[n, k, 1]
-            o[ac, ar, 2] = carrying[n, k, 2]
-            for i in range(v):
-                for j in range(v):
+            # 3. Cells: visible ones as they are (hidden types read as empty), others unseen.
+            for j in range(v):
+                for i in range(v):
                     if not mask[i, j]:
                         o[i, j, 0] = 0
                         o[i, j, 1] = 0
                         o[i, j, 2] = 0
-                    elif hide[k, o[i, j, 0]]:
-                        o[i, j, 0] = EMPTY
-                        o[i, j, 1] = 0
-                        o[i, j, 2] = 0
+                        continue
+                    wx = x0 + i * rdx - j * fdx
+                    wy = y0 + i * rdy - j * fdy
+                    if wx < 0 or wy < 0 or wx >= width or wy >= height:
+                        t, c, st = WALL, 5, 0
+                    else:
+                        t, c, st = grid[n, wx, wy, 0], grid[n, wx, wy, 1], grid[n, wx, wy, 2]
+                    if hide[k, t]:
+                        t, c, st = EMPTY, 0, 0
+                    o[i, j, 0] = t
+                    o[i, j, 1] = c
+                    o[i, j, 2] = st
+            # 4. Other agents in view, the lowest index on top.
+            if not hide[k, AGENT]:
+                for m in range(n_agents - 1, -1, -1):
+                    if m == k or status[n, m] != ACTIVE:
+                        continue
+                    dx = pos[n, m, 0] - px
+                    dy = pos[n, m, 1] - py
+                    j = ar - (dx * fdx + dy * fdy)
+                    i = ac + (dx * rdx + dy * rdy)
+                    if 0 <= i < v and 0 <= j < v and mask[i, j] and not (i == ac and j == ar):
+                        o[i, j, 0] = AGENT
+                        o[i, j, 1] = agent_color(acfg_i, acfg_f, prestige, n, m)
+                        o[i, j, 2] = dirs[n, m]
+            # 5. The agent's own cell shows what it carries.
+            t = carrying[n, k, 0]
+            if t == 0 or hide[k, t]:
+                o[ac, ar, 0], o[ac, ar, 1], o[ac, ar, 2] = EMPTY, 0, 0
+            else:
+                o[ac, ar, 0], o[ac, ar, 1], o[ac, ar, 2] = t, carrying[n, k, 1], carrying[n, k, 2]
 
 
 @njit(cache=True, inline="always")

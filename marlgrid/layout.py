@@ -29,6 +29,33 @@ DEFAULT_COLOR = {
 
 
 @njit(cache=True)
+def _place_random(grid, code, count, x0, y0, x1, y1, keys):
+    """Write ``code`` on the ``count`` empty cells of the region with the smallest ``keys``.
+
+    Returns the chosen ``(count, 2)`` cells in key order, or fewer (nothing written) when the
+    region has too few empty cells.
+    """
+    cells = np.empty(((x1 - x0) * (y1 - y0), 2), dtype=np.int64)
+    vals = np.empty((x1 - x0) * (y1 - y0))
+    m = 0
+    for x in range(x0, x1):
+        for y in range(y0, y1):
+            if grid[x, y, 0] == EMPTY:
+                cells[m, 0], cells[m, 1] = x, y
+                vals[m] = keys[x, y]
+                m += 1
+    if m < count:
+        return cells[:0]
+    order = np.argsort(vals[:m])[:count]
+    chosen = cells[order]
+    for i in range(count):
+        grid[chosen[i, 0], chosen[i, 1], 0] = code[0]
+        grid[chosen[i, 0], chosen[i, 1], 1] = code[1]
+        grid[chosen[i, 0], chosen[i, 1], 2] = code[2]
+    return chosen
+
+
+@njit(cache=True)
 def _connected(types):
     """All walkable cells (goal-cycle tiles excluded) form one region touching every tile."""
     w, h = types.shape
@@ -125,15 +152,17 @@ class Layout:
         region: tuple[int, int, int, int] | None = None,
     ) -> np.ndarray:
         """Put ``count`` objects on distinct random empty cells; returns their cells."""
-        cells = self.empty_cells(region)
-        if len(cells) < count:
+        x0, y0, x1, y1 = region if region is not None else (0, 0, self.width, self.height)
+        color = color or DEFAULT_COLOR.get(obj, "red")
+        code = np.array((OBJECT_TO_IDX[obj], COLOR_TO_IDX[color], state), dtype=np.uint8)
+        keys = self.rng.random((self.width, self.height))
+        chosen = _place_random(self.grid, code, count, x0, y0, x1, y1, keys)
+        if len(chosen) < count:
+            free = len(self.empty_cells(region))
             raise ConfigError(
-                f"cannot place {count} {obj}(s): only {len(cells)} empty cells are left "
+                f"cannot place {count} {obj}(s): only {free} empty cells are left "
                 f"on the {self.width}x{self.height} map"
             )
-        chosen = cells[self.rng.permutation(len(cells))[:count]]
-        color = color or DEFAULT_COLOR.get(obj, "red")
-        self.grid[chosen[:, 0], chosen[:, 1]] = (OBJECT_TO_IDX[obj], COLOR_TO_IDX[color], state)
         return chosen
 
     def connected(self) -> bool:

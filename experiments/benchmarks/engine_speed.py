@@ -207,15 +207,21 @@ def _import_marlgrid() -> Any:
 
 
 def setup_marlgrid_pz(rng: np.random.Generator) -> Step:
-    """marlgrid PettingZoo ParallelEnv: a dict of int actions for live agents; reset when none."""
+    """marlgrid PettingZoo ParallelEnv: a dict of int actions for live agents; reset when none.
+
+    Action dicts are built before timing, as for multigrid; a dict is built per step only while
+    some agents are out of play.
+    """
     env = _import_marlgrid().make(MARLGRID_ID)
     env.reset(seed=0)
-    num_agents = len(env.possible_agents)
-    rows = rng.integers(0, MARLGRID_NUM_ACTIONS, (ACTION_POOL, num_agents)).tolist()
-    actions = itertools.cycle(rows)
+    agents = list(env.possible_agents)
+    rows = rng.integers(0, MARLGRID_NUM_ACTIONS, (ACTION_POOL, len(agents))).tolist()
+    actions = itertools.cycle([dict(zip(agents, row, strict=True)) for row in rows])
 
     def step() -> None:
-        env.step(dict(zip(env.agents, next(actions), strict=False)))
+        full = next(actions)
+        live = env.agents
+        env.step(full if len(live) == len(agents) else {a: full[a] for a in live})
         if not env.agents:
             env.reset()
 
