@@ -53,7 +53,7 @@ class PPOConfig:
     norm_adv: bool = True  # normalise advantages per minibatch (over non-padding steps)
     # PPO loss
     clip_coef: float = 0.2  # surrogate clipping range (also the value clipping range)
-    clip_vloss: bool = True  # clip the value loss around the rollout values
+    clip_vloss: bool = True  # clip the value loss around the stored (rollout/refreshed) values
     vf_coef: float = 0.5  # value-loss weight
     ent_coef: float = 0.01  # entropy-bonus weight at the start of training
     ent_coef_final: float | None = None  # entropy weight at the end (linear); None keeps ent_coef
@@ -347,7 +347,9 @@ class RolloutBuffer:
         self.trunc_values[t, env_ids] = values
         self._finals.append((t, env_ids, final_obs))
 
-    def finish(self, next_obs: Obs, next_state: Tensor, next_reset: Tensor, last_value: Tensor):
+    def finish(
+        self, next_obs: Obs, next_state: Tensor, next_reset: Tensor, last_value: Tensor
+    ) -> None:
         """Close the rollout with what follows its last step (then call compute_advantages)."""
         assert self.pos == self.num_steps, f"buffer holds {self.pos}/{self.num_steps} steps"
         _obs_copy_(self.next_obs, slice(None), next_obs)
@@ -405,7 +407,7 @@ class PPO:
     ``num_minibatches`` minibatches. A chunk starts from its stored memory state; episode starts
     inside a chunk are handled by the reset flags. Every ``refresh_interval`` minibatches,
     :meth:`refresh` recomputes all stored states, values, advantages and returns with the current
-    network (behaviour log-probs are kept).
+    network (behaviour log-probs are kept; value clipping is then around the refreshed values).
     """
 
     def __init__(
@@ -502,7 +504,12 @@ class PPO:
         return float(((logratio.exp() - 1.0) - logratio).mean())
 
     def update(self, buffer: RolloutBuffer, progress: float = 0.0) -> dict[str, float]:
-        """Run PPO epochs on a finished buffer; ``progress`` in [0, 1] drives the schedules."""
+        """Run PPO epochs on a finished buffer; ``progress`` in [0, 1] drives the schedules.
+
+        Returns ``losses/*`` (means over the minibatches evaluated) and ``charts/*`` metrics:
+        learning rate, entropy coefficient, minibatches stepped, early stops, rollback flag,
+        refreshes, staleness (means over this update's refreshes; NaN without refresh) and times.
+        """
         cfg, net = self.cfg, self.net
         t_start = time.perf_counter()
         lr = linear_schedule(cfg.lr, cfg.lr_final, progress) if cfg.anneal_lr else cfg.lr

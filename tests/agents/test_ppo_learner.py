@@ -15,6 +15,7 @@ from marlgrid.agents.ppo import (
     PPOConfig,
     RolloutBuffer,
     VectorRollout,
+    final_obs_rows,
     linear_schedule,
     train_on_vector_env,
 )
@@ -152,3 +153,30 @@ def test_missing_final_obs_on_truncation_raises() -> None:
     env = NoFinalObs(4, spaces.Box(0, 1, (2,), np.float32), p_term=0.0, p_trunc=1.0)
     with pytest.raises(ValueError, match="final_obs"):
         train_on_vector_env(env, PPOConfig(**SMALL, num_steps=4), total_timesteps=16)
+
+
+def test_final_obs_rows_accepts_gymnasium_object_arrays() -> None:
+    rows = np.empty(3, dtype=object)
+    rows[0], rows[1], rows[2] = np.zeros(2), None, np.ones(2)
+    np.testing.assert_array_equal(final_obs_rows(rows, np.array([2, 0])), [[1, 1], [0, 0]])
+    dict_rows = np.empty(2, dtype=object)
+    dict_rows[0], dict_rows[1] = None, {"a": np.array([5]), "b": np.array(1.0)}
+    out = final_obs_rows(dict_rows, np.array([1]))
+    np.testing.assert_array_equal(out["a"], [[5]])
+    batched = {"a": np.arange(6).reshape(3, 2)}
+    np.testing.assert_array_equal(final_obs_rows(batched, np.array([1]))["a"], [[2, 3]])
+
+
+def test_runs_on_a_gymnasium_vector_env() -> None:
+    """gymnasium's same-step autoreset vector envs fit the BatchedEnv protocol as they are."""
+    import gymnasium as gym
+
+    envs = gym.make_vec(
+        "CartPole-v1",
+        num_envs=4,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+    cfg = PPOConfig(**SMALL, num_steps=16)
+    _, history = train_on_vector_env(envs, cfg, total_timesteps=2 * 16 * 4)
+    assert len(history) == 2 and history[-1]["charts/episodes"] > 0
