@@ -1,0 +1,97 @@
+"""Checkpoints: state dicts plus counters, written atomically, loaded with ``weights_only``."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = 1
+_NAME = re.compile(r"^ckpt_(\d{9})\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used: corrupt, or written by a different configuration."""
+
+
+def checkpoint_path(directory: Path, update: int) -> Path:
+    return Path(directory) / f"ckpt_{update:09d}.pt"
+
+
+def save_checkpoint(directory: Path, update: int, payload: dict[str, Any], keep: int = 3) -> Path:
+    """Write ``payload`` as ``ckpt_<update>.pt`` atomically; keep the newest ``keep`` files.
+
+    The file is written to a temporary name in the same folder, flushed to disk, then renamed,
+    so a crash leaves either the old set of checkpoints or the new one, never a partial file.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = checkpoint_path(directory, update)
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt_", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": FORMAT, **payload}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    for old in list_checkpoints(directory)[:-keep]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def list_checkpoints(directory: Path) -> list[Path]:
+    """Checkpoint files in ``directory``, oldest first."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
+
+
+def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load a checkpoint with ``torch.load(weights_only=True)``.
+
+    With ``expected_config``, the settings that shape the networks and the task must match the
+    ones the checkpoint was written with; otherwise :class:`CheckpointError` names the first
+    difference. The file is never modified.
+    """
+    path = Path(path)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); it may be "
+            "truncated or corrupt. Other checkpoints in its folder are untouched: remove this "
+            "one to resume from the previous one"
+        ) from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a marlgrid checkpoint (format {FORMAT})")
+    if expected_config is not None:
+        diff = first_difference(payload.get("identity", {}), expected_config)
+        if diff is not None:
+            key, saved, now = diff
+            raise CheckpointError(
+                f"checkpoint {path} was written by a different configuration: {key} is "
+                f"{saved!r} there but {now!r} now. Use another run name (name=...) or "
+                "resume=false to start over"
+            )
+    return payload
+
+
+def first_difference(saved: Any, now: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
+    """The first differing key of two nested dicts, as ``(dotted.key, saved, now)``."""
+    if isinstance(saved, dict) and isinstance(now, dict):
+        for key in sorted(set(saved) | set(now), key=str):
+            diff = first_difference(saved.get(key), now.get(key), f"{prefix}{key}.")
+            if diff is not None:
+                return diff
+        return None
+    if isinstance(saved, list | tuple) and isinstance(now, list | tuple):
+        saved, now = list(saved), list(now)
+    return None if saved == now else (prefix.rstrip("."), saved, now)

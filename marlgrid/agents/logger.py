@@ -1,0 +1,82 @@
+"""One logger fanning metrics out to stdout, a CSV file and TensorBoard."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+
+class Logger:
+    """``log(metrics, step)`` writes to ``metrics.csv`` and TensorBoard events in ``run_dir``.
+
+    CSV columns are fixed by the first row written (a resumed run appends to the same file and
+    keeps its columns); TensorBoard is optional (``tensorboard`` package). A run resumed from a
+    checkpoint at ``resume_step`` first drops what was logged after that step (CSV rows and
+    TensorBoard events), so the logs read as one uninterrupted run.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        csv_file: bool = True,
+        tensorboard: bool = True,
+        print_every: int = 0,
+        resume_step: int | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.print_every = print_every
+        self._rows = 0
+        self._csv_path = self.run_dir / "metrics.csv" if csv_file else None
+        self._fields: list[str] | None = None
+        if self._csv_path is not None and self._csv_path.exists():
+            with self._csv_path.open(newline="") as f:
+                rows = list(csv.DictReader(f))
+                self._fields = list(rows[0]) if rows else None
+            if resume_step is not None and self._fields:
+                kept = [r for r in rows if float(r["step"]) <= resume_step]
+                with self._csv_path.open("w", newline="") as f:
+                    writer = csv.DictWriter(f, fieldnames=self._fields)
+                    writer.writeheader()
+                    writer.writerows(kept)
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = None if resume_step is None else resume_step + 1
+            self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=purge)
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        row = {"step": step, **{k: _scalar(v) for k, v in metrics.items()}}
+        if self._csv_path is not None:
+            new = self._fields is None
+            if new:
+                self._fields = list(row)
+            with self._csv_path.open("a", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=self._fields, extrasaction="ignore")
+                if new:
+                    writer.writeheader()
+                writer.writerow(row)
+        if self._tb is not None:
+            for key, value in row.items():
+                if key != "step" and isinstance(value, float) and not math.isnan(value):
+                    self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        self._rows += 1
+        if self.print_every and self._rows % self.print_every == 0:
+            shown = {k: v for k, v in row.items() if k.startswith(("charts/", "losses/approx"))}
+            text = ", ".join(f"{k.split('/')[-1]}={v:.4g}" for k, v in shown.items())
+            print(f"[step {step}] {text}", flush=True)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _scalar(value: Any) -> Any:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value

@@ -1,0 +1,215 @@
+"""The training pipeline: Hydra entry point, schema, checkpoints and resume, evaluation."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("hydra")
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.errors import ConfigCompositionException  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from omegaconf.errors import ValidationError  # noqa: E402
+
+from marlgrid.agents.checkpoint import (  # noqa: E402
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+)
+from marlgrid.agents.trainer import TrainConfig, train  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = [sys.executable, str(ROOT / "experiments" / "train.py")]
+TINY = ["run=smoke", "env.num_envs=4", "agent.num_steps=16", "logger.progress=false"]
+
+
+def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        TRAIN + args, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, **kwargs
+    )
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def _compose(overrides: list[str]):
+    import experiments.train  # noqa: F401  (registers the schema)
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+def test_default_config_composes_and_converts():
+    cfg = _compose([])
+    config = OmegaConf.to_object(cfg)
+    assert isinstance(config, TrainConfig)
+    assert config.env.id == "MarlGrid-GoalCycle-7x7-v0"
+    assert config.agent.memory == "lstm" and config.agent.refresh_interval == 2
+    gru = OmegaConf.to_object(_compose(["agent=ppo_gru", "seed=3"]))
+    assert gru.agent.memory == "gru" and gru.seed == 3
+
+
+@pytest.mark.parametrize(
+    "override", ["agent.lrr=0.1", "env.num_env=3", "logger.csv=maybe", "roles.agent_0.kindd=x"]
+)
+def test_typos_fail_at_compose_time(override):
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        _compose([override])
+
+
+def test_smoke_run_writes_config_metrics_checkpoints_and_video(tmp_path):
+    run_dir = tmp_path / "run"
+    out = _run([*TINY, "video=true", f"hydra.run.dir={run_dir}"])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (run_dir / ".hydra" / "config.yaml").exists()
+    rows = _rows(run_dir)
+    assert len(rows) == 2048 // (4 * 16)  # one row per update
+    assert {"losses/approx_kl", "charts/SPS", "charts/refreshes"} <= set(rows[0])
+    assert int(rows[-1]["step"]) == 2048
+    assert list_checkpoints(run_dir / "checkpoints")
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    pytest.importorskip("imageio_ffmpeg")
+    video = run_dir / "videos" / "final.mp4"
+    assert video.exists() and video.stat().st_size > 1000
+
+
+def test_multirun_over_two_seeds_with_joblib(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    sweep = tmp_path / "sweep"
+    out = _run(
+        [
+            "-m",
+            *TINY,
+            "seed=0,1",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+            f"hydra.sweep.dir={sweep}",
+        ]
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    for seed in (0, 1):
+        assert list_checkpoints(sweep / f"seed_{seed}" / "checkpoints"), f"seed {seed} missing"
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [
+        "run=smoke",
+        "total_timesteps=40960",
+        "env.num_envs=4",
+        "agent.num_steps=16",
+        "checkpoint_every=2",
+        "logger.progress=false",
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        TRAIN + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list_checkpoints(run_dir / "checkpoints")) < 2:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    found = list_checkpoints(run_dir / "checkpoints")
+    assert found, "no checkpoint before the kill"
+    saved = load_checkpoint(found[-1])
+    step_at_kill = saved["global_step"]
+    assert 0 < step_at_kill < 40960
+    out = _run(args[:1] + [f"total_timesteps={step_at_kill + 128}"] + args[2:])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"at update {saved['update']} (step {step_at_kill})" in out.stdout
+    steps = [int(r["step"]) for r in _rows(run_dir)]
+    # One row per update, in order, as if the run had never been killed.
+    assert steps == list(range(64, step_at_kill + 129, 64))
+
+
+def _tiny_config(**overrides) -> TrainConfig:
+    cfg = TrainConfig(total_timesteps=256, checkpoint_every=1, video=False)
+    cfg.env.num_envs, cfg.agent.num_steps = 4, 16
+    cfg.logger.progress, cfg.logger.tensorboard = False, False
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+def test_resume_restores_counters_and_optimizer_state(tmp_path, monkeypatch):
+    cfg = _tiny_config()
+    train(cfg, tmp_path)
+    last = load_checkpoint(list_checkpoints(tmp_path / "checkpoints")[-1])
+    assert last["update"] == 4 and last["global_step"] == 256
+    saved_opt = last["learners"]["main"]["optimizer"]
+
+    from marlgrid.agents.ppo import PPO
+
+    seen = {}
+    original = PPO.update
+
+    def spy(self, buffer, progress=0.0):
+        if not seen:
+            seen["opt"] = copy.deepcopy(self.optimizer.state_dict())
+            seen["updates"] = self.num_updates
+            seen["progress"] = progress
+        return original(self, buffer, progress)
+
+    monkeypatch.setattr(PPO, "update", spy)
+    train(_tiny_config(total_timesteps=384), tmp_path)
+    assert seen["updates"] == last["learners"]["main"]["num_updates"]
+    assert seen["progress"] == pytest.approx(4 / 6)
+    for key, state in saved_opt["state"].items():
+        for name, value in state.items():
+            torch.testing.assert_close(seen["opt"]["state"][key][name], value)
+    assert load_checkpoint(list_checkpoints(tmp_path / "checkpoints")[-1])["update"] == 6
+
+
+def test_corrupt_checkpoint_gives_a_clear_error_and_leaves_others(tmp_path):
+    train(_tiny_config(), tmp_path)
+    files = list_checkpoints(tmp_path / "checkpoints")
+    assert len(files) == 3
+    before = {p: p.read_bytes() for p in files[:-1]}
+    files[-1].write_bytes(files[-1].read_bytes()[:1000])  # a truncated file
+    with pytest.raises(CheckpointError, match=r"cannot be read .* truncated or corrupt"):
+        train(_tiny_config(total_timesteps=512), tmp_path)
+    assert {p: p.read_bytes() for p in files[:-1]} == before
+
+
+def test_checkpoint_from_another_config_is_refused(tmp_path):
+    train(_tiny_config(), tmp_path)
+    other = _tiny_config(total_timesteps=512)
+    other.agent.hidden_size = 64
+    with pytest.raises(CheckpointError, match=r"agent.hidden_size is 128 there but 64 now"):
+        train(other, tmp_path)
+    assert len(list_checkpoints(tmp_path / "checkpoints")) == 3
+
+
+def test_evaluate_prints_mean_return_with_ci(tmp_path):
+    run_dir = tmp_path / "run"
+    assert _run([*TINY, f"hydra.run.dir={run_dir}"]).returncode == 0
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "evaluate.py"),
+            str(run_dir),
+            "--episodes",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "8 episodes" in out.stdout and "(95% CI)" in out.stdout
