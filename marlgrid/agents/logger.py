@@ -11,10 +11,10 @@ from typing import Any
 class Logger:
     """``log(metrics, step)`` writes to ``metrics.csv`` and TensorBoard events in ``run_dir``.
 
-    CSV columns are fixed by the first row written (a resumed run appends to the same file and
-    keeps its columns); TensorBoard is optional (``tensorboard`` package). A run resumed from a
-    checkpoint at ``resume_step`` first drops what was logged after that step (CSV rows and
-    TensorBoard events), so the logs read as one uninterrupted run.
+    A metric seen for the first time adds a CSV column (earlier rows leave it empty).
+    TensorBoard is optional (``tensorboard`` package). A run resumed from a checkpoint at
+    ``resume_step`` first drops what was logged after that step (CSV rows and TensorBoard
+    events), so the logs read as one uninterrupted run.
     """
 
     def __init__(
@@ -51,14 +51,7 @@ class Logger:
     def log(self, metrics: dict[str, Any], step: int) -> None:
         row = {"step": step, **{k: _scalar(v) for k, v in metrics.items()}}
         if self._csv_path is not None:
-            new = self._fields is None
-            if new:
-                self._fields = list(row)
-            with self._csv_path.open("a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self._fields, extrasaction="ignore")
-                if new:
-                    writer.writeheader()
-                writer.writerow(row)
+            self._write_csv(row)
         if self._tb is not None:
             for key, value in row.items():
                 if key != "step" and isinstance(value, float) and not math.isnan(value):
@@ -69,6 +62,22 @@ class Logger:
             shown = {k: v for k, v in row.items() if k.startswith(("charts/", "losses/approx"))}
             text = ", ".join(f"{k.split('/')[-1]}={v:.4g}" for k, v in shown.items())
             print(f"[step {step}] {text}", flush=True)
+
+    def _write_csv(self, row: dict[str, Any]) -> None:
+        added = [k for k in row if k not in (self._fields or [])]
+        if self._fields is None or added:
+            # New columns (the first row, or a metric seen for the first time): rewrite the file.
+            old = []
+            if self._fields is not None:
+                with self._csv_path.open(newline="") as f:
+                    old = list(csv.DictReader(f))
+            self._fields = [*(self._fields or []), *added]
+            with self._csv_path.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=self._fields)
+                writer.writeheader()
+                writer.writerows(old)
+        with self._csv_path.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=self._fields).writerow(row)
 
     def close(self) -> None:
         if self._tb is not None:

@@ -1,0 +1,96 @@
+"""Plot learning curves from run directories, with scripted-policy baselines.
+
+    python experiments/plot_curves.py runs/default/seed_0 --baselines \
+        --out experiments/results/default_run.png
+
+Each run's ``metrics.csv`` gives the return per update; ``--baselines`` plays the run's env with
+the random and oracle scripted policies (single agent) and draws their mean returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+
+def read_curve(run_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get(metric) not in (None, "", "nan")]
+    steps = np.array([float(r["step"]) for r in rows])
+    values = np.array([float(r[metric]) for r in rows])
+    return steps, values
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or len(values) < window:
+        return values
+    kernel = np.ones(window) / window
+    head = np.cumsum(values[: window - 1]) / np.arange(1, window)
+    return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
+
+
+def scripted_baselines(env_id: str, settings: dict, episodes: int = 50) -> dict[str, float]:
+    import marlgrid
+    from marlgrid.policies import make_policy, run_episode
+
+    env = marlgrid.make(env_id, **settings)
+    out = {}
+    for name in ("random", "oracle"):
+        returns = [
+            np.mean(
+                list(
+                    run_episode(
+                        env,
+                        dict.fromkeys(env.possible_agents, make_policy(name, s)),
+                        seed=10_000 + s,
+                    ).values()
+                )
+            )
+            for s in range(episodes)
+        ]
+        out[name] = float(np.mean(returns))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--metric", default="charts/episodic_return")
+    parser.add_argument("--smooth", type=int, default=5)
+    parser.add_argument("--baselines", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("curves.png"))
+    args = parser.parse_args(argv)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from omegaconf import OmegaConf
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run in args.runs:
+        steps, values = read_curve(run, args.metric)
+        ax.plot(steps, smooth(values, args.smooth), label=str(run))
+    if args.baselines:
+        cfg = OmegaConf.load(args.runs[0] / ".hydra" / "config.yaml")
+        settings = OmegaConf.to_container(cfg.env.settings)
+        for (name, value), style in zip(
+            scripted_baselines(cfg.env.id, settings).items(), ("--", ":"), strict=True
+        ):
+            ax.axhline(value, color="grey", linestyle=style, label=f"{name} policy ({value:.2f})")
+            print(f"{name} policy: mean return {value:.3f}")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(args.metric.split("/")[-1].replace("_", " "))
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
