@@ -25,9 +25,8 @@ with extras (use ``MultiInputPolicy``). Choosing a policy:
 * One-hot views are not images for SB3; ``MlpPolicy`` flattens them.
 
 **Episode ends.** ``dones[slot]`` is True on the step where that agent terminates or is truncated;
-``infos[slot]`` then holds ``terminal_observation`` (the agent's real last view, computed before
-the engine blanks the views of finished agents) and ``TimeLimit.truncated`` (truncated and not
-terminated). A marlgrid env resets, in the same step, once all its agents have finished; the
+``infos[slot]`` then holds ``terminal_observation`` (the agent's last view) and
+``TimeLimit.truncated`` (truncated and not terminated). A marlgrid env resets, in the same step, once all its agents have finished; the
 slots' observations are then the new episode's first ones. With ``respawn`` an agent that reaches
 a goal is placed again and its episode goes on (no done).
 
@@ -60,10 +59,9 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 from torch import nn
 
 import marlgrid
-from marlgrid import kernels as K
 from marlgrid.base import ActionError
 from marlgrid.constants import N_COLORS, N_STATES, N_TYPES
-from marlgrid.vector import VectorEnv
+from marlgrid.vector import VectorEnv, stack_agents
 
 
 class MarlGridVecEnv(VecEnv):
@@ -99,28 +97,14 @@ class MarlGridVecEnv(VecEnv):
                     f"{agents[0]}"
                 )
         self._actions: np.ndarray | None = None
+        self._active = np.ones(self.n_marl_envs * self.n_agents, dtype=bool)
         super().__init__(self.n_marl_envs * self.n_agents, obs_space, act_space)
 
     # -- observations ---------------------------------------------------------------------------
 
-    def _gather(self) -> VecEnvObs:
-        """Fresh ``(N*K, ...)`` arrays of every agent's current observation."""
-        engine = self.engine
-        views = engine.views()
-        n, k = self.n_marl_envs, self.n_agents
-        image = np.stack(views, axis=1).reshape(n * k, *views[0].shape[1:])
-        extras = self.vec.agent_configs[0].extras
-        if not extras:
-            return image
-        out: dict[str, np.ndarray] = {"image": image}
-        for name in extras:
-            if name == "reward":
-                out[name] = engine.last_reward.reshape(n * k, 1).copy()
-            elif name == "position":
-                out[name] = engine.pos.reshape(n * k, 2).copy()
-            else:
-                out[name] = engine.dirs.reshape(n * k).copy()
-        return out
+    def _stack(self, obs: dict[str, Any]) -> VecEnvObs:
+        """The batched API's per-agent observations as fresh ``(N*K, ...)`` slot arrays."""
+        return stack_agents(obs, self.vec.possible_agents)
 
     @staticmethod
     def _slot(obs: VecEnvObs, i: int) -> Any:
@@ -131,19 +115,16 @@ class MarlGridVecEnv(VecEnv):
     # -- VecEnv API -----------------------------------------------------------------------------
 
     def reset(self) -> VecEnvObs:
-        k = self.n_agents
-        seeds = [self._seeds[n * k] for n in range(self.n_marl_envs)]
-        self.engine.reset(range(self.n_marl_envs), seeds)
-        self.engine.observe()
+        obs, infos = self.vec.reset(seed=self._seeds[0])
+        self._active = infos["active"].reshape(-1)
         self._reset_seeds()
         self._reset_options()
-        return self._gather()
+        return self._stack(obs)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions)
 
     def step_wait(self) -> VecEnvStepReturn:
-        engine = self.engine
         n, k = self.n_marl_envs, self.n_agents
         if self._actions is None:
             raise RuntimeError("step_wait() without step_async()")
@@ -154,28 +135,25 @@ class MarlGridVecEnv(VecEnv):
         limit = self.action_space.n
         if ((acts < 0) | (acts >= limit)).any():
             raise ActionError(f"actions must be in [0, {limit}), got {acts.reshape(-1)}")
-        idle = (engine.status != K.ACTIVE).reshape(-1)
-        engine.step(acts.astype(np.int64))
-        term = engine.terminated.copy()
-        trunc = engine.truncated.copy()
-        finished = term | trunc
-        # Agents that finished in this step still show their last view until a reset.
-        final: VecEnvObs | None = self._gather() if finished.any() else None
-        done_envs = np.flatnonzero((engine.status == K.FINISHED).all(axis=1))
-        if len(done_envs):
-            engine.reset(done_envs)
-            engine.observe(done_envs)
-        obs = self._gather()
-        rewards = engine.rewards.reshape(-1).astype(np.float32)
-        dones = finished.reshape(-1)
-        infos: list[dict[str, Any]] = [{} for _ in range(n * k)]
+        idle = ~self._active
+        obs, rewards, term, trunc, step_infos = self.vec.step(acts)
+        self._active = step_infos["active"].reshape(-1)
+        stacked = self._stack(obs)
         term_flat, trunc_flat = term.reshape(-1), trunc.reshape(-1)
-        for i in np.flatnonzero(dones):
-            infos[i]["terminal_observation"] = self._slot(final, i)
-            infos[i]["TimeLimit.truncated"] = bool(trunc_flat[i] and not term_flat[i])
+        dones = term_flat | trunc_flat
+        infos: list[dict[str, Any]] = [{} for _ in range(n * k)]
+        if dones.any():
+            # An agent that finished keeps its last view in ``obs`` unless its env was reset in
+            # this step; then the last view is in the batched API's ``final_obs``.
+            reset_envs = step_infos.get("_final_obs", np.zeros(n, dtype=bool))
+            final = self._stack(step_infos["final_obs"]) if reset_envs.any() else stacked
+            for i in np.flatnonzero(dones):
+                source = final if reset_envs[i // k] else stacked
+                infos[i]["terminal_observation"] = self._slot(source, i)
+                infos[i]["TimeLimit.truncated"] = bool(trunc_flat[i] and not term_flat[i])
         for i in np.flatnonzero(idle):
             infos[i]["idle"] = True
-        return obs, rewards, dones, infos
+        return stacked, rewards.reshape(-1).astype(np.float32), dones, infos
 
     def close(self) -> None:
         """Close the underlying batched env."""

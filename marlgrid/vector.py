@@ -17,6 +17,19 @@ from marlgrid.base import ActionError, MarlGridEnv
 from marlgrid.config import check_int
 
 
+def stack_agents(obs: dict[str, Any], agents: list[str]) -> Any:
+    """Per-agent batched observations stacked into ``(N * J, ...)`` slots, slot ``n * J + j``.
+
+    ``obs`` maps agent ids to arrays ``(N, ...)`` (or dicts of them); the result is a fresh array
+    (or dict of arrays) for ``agents`` in that order.
+    """
+    first = obs[agents[0]]
+    if isinstance(first, dict):
+        return {key: stack_agents({a: obs[a][key] for a in agents}, agents) for key in first}
+    stacked = np.stack([obs[a] for a in agents], axis=1)
+    return stacked.reshape(-1, *stacked.shape[2:])
+
+
 class VectorEnv:
     """``num_envs`` copies of ``template``'s configuration with same-step autoreset.
 

@@ -24,15 +24,7 @@ from torch import Tensor
 
 from marlgrid.agents.ppo import PPO, RolloutBuffer, obs_to_tensor
 from marlgrid.vector import VectorEnv
-
-
-def slot_obs(obs: dict[str, Any], agents: list[str]) -> Any:
-    """Stack the batched observations of ``agents`` into ``(N * J, ...)`` slot order."""
-    first = obs[agents[0]]
-    if isinstance(first, dict):
-        return {key: slot_obs({a: obs[a][key] for a in agents}, agents) for key in first}
-    stacked = np.stack([obs[a] for a in agents], axis=1)
-    return stacked.reshape(-1, *stacked.shape[2:])
+from marlgrid.vector import stack_agents as slot_obs
 
 
 @dataclass
