@@ -26,9 +26,10 @@ with extras (use ``MultiInputPolicy``). Choosing a policy:
 
 **Episode ends.** ``dones[slot]`` is True on the step where that agent terminates or is truncated;
 ``infos[slot]`` then holds ``terminal_observation`` (the agent's last view) and
-``TimeLimit.truncated`` (truncated and not terminated). A marlgrid env resets, in the same step, once all its agents have finished; the
-slots' observations are then the new episode's first ones. With ``respawn`` an agent that reaches
-a goal is placed again and its episode goes on (no done).
+``TimeLimit.truncated`` (truncated and not terminated). A marlgrid env resets, in the same step,
+once all its agents have finished; the slots' observations are then the new episode's first
+ones. With ``respawn`` an agent that reaches a goal is placed again and its episode goes on (no
+done).
 
 **Agents that finish before their env resets** (terminated without respawn while others play
 on, or not yet spawned because of ``spawn_delay``): their slot is *idle*. It is reported done
