@@ -141,13 +141,12 @@ class Engine:
         self._bind()
 
     def _bind(self) -> None:
-        """Derived views and the kernel argument tuple (rebuilt after unpickling)."""
+        """Derived views and the kernels' argument tuples (rebuilt after unpickling)."""
         self._views = [
             self._own_views[i] if i in self._own_views else self.sym[:, i, :v, :v]
             for i, v in enumerate(a.view_size for a in self.agents)
         ]
-        self._step_args = (
-            self.all_envs,
+        step_args = (
             self.actions,
             self.grid,
             self.contents,
@@ -167,24 +166,50 @@ class Engine:
             self.acfg_f,
             self.rules_i,
             self.rules_f,
-            self.hide,
             self.rewards,
             self.terminated,
             self.truncated,
-            self.last_reward,
-            self.sym,
-            self.vis,
             self._scratch_b,
             self._scratch_i,
+            self.last_reward,
+            self.just_done,
+        )
+        self._observe_args = (
+            self.all_envs,
+            self.grid,
+            self.pos,
+            self.dirs,
+            self.carrying,
+            self.status,
+            self.prestige,
+            self.acfg_i,
+            self.acfg_f,
+            self.hide,
+            self.sym,
+            self.vis,
             self._opaque,
             self.just_done,
         )
+        if self.num_envs < 8:
+            # Few envs: one fused call saves numba's per-call overhead.
+            fused_args = (*step_args, self.all_envs, self.hide, self.sym, self.vis, self._opaque)
+            fused = _compiled_entry(K.step_and_observe, fused_args)
+            self._step_kernel = lambda: fused(*fused_args)
+        else:
+            # Many envs: the two loops compiled apart run faster than the fused one.
+            step = _compiled_entry(K.step_envs, step_args)
+            observe = _compiled_entry(K.observe, self._observe_args)
+            observe_args = self._observe_args
 
-        self._step_kernel = _compiled_entry(K.step_and_observe, self._step_args)
+            def step_kernel() -> None:
+                step(*step_args)
+                observe(*observe_args)
+
+            self._step_kernel = step_kernel
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        del state["_views"], state["_step_args"], state["_step_kernel"]
+        del state["_views"], state["_observe_args"], state["_step_kernel"]
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -314,7 +339,7 @@ class Engine:
         """
         if actions is not None:
             np.copyto(self.actions, actions)
-        self._step_kernel(*self._step_args)
+        self._step_kernel()
         if self._converted:
             self._convert(self.all_envs)
 

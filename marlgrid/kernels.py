@@ -221,10 +221,14 @@ def step_envs(
     truncated,
     scratch_b,
     scratch_i,
+    last_reward,
+    just_done,
 ):
     """Advance every env one step from its pre-step state; write rewards and done flags.
 
-    ``scratch_b`` (4, K) bool and ``scratch_i`` (5, K) int64 are work space.
+    ``scratch_b`` (4, K) bool and ``scratch_i`` (5, K) int64 are work space. ``last_reward``
+    gets a copy of the rewards (the ``reward`` extra) and ``just_done`` marks agents that
+    finished in this step (they keep their last view).
     """
     n_envs, n_agents = actions.shape
     ghost = rules_i[R_GHOST] != 0
@@ -390,6 +394,9 @@ def step_envs(
                 if status[n, k] != FINISHED:
                     status[n, k] = FINISHED
                     truncated[n, k] = True
+        for k in range(n_agents):
+            last_reward[n, k] = rewards[n, k]
+            just_done[n, k] = terminated[n, k] or truncated[n, k]
 
 
 @njit(cache=True)
@@ -590,7 +597,6 @@ def agent_colors(acfg_i, acfg_f, prestige, status, just_done, out):
 
 @njit(cache=True)
 def step_and_observe(
-    envs,
     actions,
     grid,
     contents,
@@ -610,19 +616,20 @@ def step_and_observe(
     acfg_f,
     rules_i,
     rules_f,
-    hide,
     rewards,
     terminated,
     truncated,
-    last_reward,
-    sym,
-    vis,
     scratch_b,
     scratch_i,
-    opaque,
+    last_reward,
     just_done,
+    envs,
+    hide,
+    sym,
+    vis,
+    opaque,
 ):
-    """:func:`step_envs` then :func:`observe` of all envs, in one call from Python."""
+    """:func:`step_envs` then :func:`observe` of ``envs``, in one call from Python."""
     step_envs(
         actions,
         grid,
@@ -648,11 +655,9 @@ def step_and_observe(
         truncated,
         scratch_b,
         scratch_i,
+        last_reward,
+        just_done,
     )
-    last_reward[:] = rewards
-    for n in envs:
-        for k in range(status.shape[1]):
-            just_done[n, k] = terminated[n, k] or truncated[n, k]
     observe(
         envs,
         grid,
