@@ -388,15 +388,16 @@ def step_envs(
             if status[n, k] == WAITING and t >= acfg_i[k, A_SPAWN_DELAY]:
                 place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k)
 
-        # 6. Time limit.
+        # 6. Time limit. Agents that were in play keep their last view for this step.
+        for k in range(n_agents):
+            just_done[n, k] = terminated[n, k]
+            last_reward[n, k] = rewards[n, k]
         if t >= max_steps:
             for k in range(n_agents):
                 if status[n, k] != FINISHED:
+                    just_done[n, k] = status[n, k] == ACTIVE
                     status[n, k] = FINISHED
                     truncated[n, k] = True
-        for k in range(n_agents):
-            last_reward[n, k] = rewards[n, k]
-            just_done[n, k] = terminated[n, k] or truncated[n, k]
 
 
 @njit(cache=True)

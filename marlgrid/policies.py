@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from marlgrid import kernels as K
-from marlgrid.constants import CAN_OVERLAP, CYCLE_TILE, DIR_TO_VEC, DONE, DOOR, FORWARD, LEFT, RIGHT
+from marlgrid.constants import CAN_OVERLAP, CYCLE_TILE, DIR_TO_VEC, DOOR, FORWARD, LEFT, RIGHT
 from marlgrid.engine import Engine
 
 POLICIES = ("random", "oracle", "discoverer")
@@ -43,7 +43,7 @@ def navigate(grid, cycle_id, pos, dirs, status, k, targets, out):
     dist = np.empty((width, height), dtype=np.int64)
     queue = np.empty((width * height, 2), dtype=np.int64)
     for n in range(n_envs):
-        out[n] = DONE
+        out[n] = LEFT  # valid even with restricted actions; ignored for agents out of play
         if status[n, k] != K.ACTIVE:
             continue
         tx, ty = targets[n, 0], targets[n, 1]

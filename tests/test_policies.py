@@ -62,3 +62,14 @@ def test_policies_act_on_batches():
 def test_unknown_policy():
     with pytest.raises(ValueError, match=r"unknown policy 'expert'; choose one of"):
         make_policy("expert")
+
+
+def test_scripted_actions_are_valid_for_agents_out_of_play():
+    vec = marlgrid.make_vec(
+        ENV_ID, num_envs=2, agent={"restrict_actions": True}, agents=[{"spawn_delay": 3}, {}, {}]
+    )
+    vec.reset(seed=0)
+    for name in ("oracle", "discoverer"):
+        actions = make_policy(name).act(vec.engine, 0)  # agent_0 is still waiting
+        assert (actions < 3).all()
+        vec.step(np.stack([actions, actions, actions], axis=1))

@@ -373,3 +373,13 @@ def test_hidden_types_read_as_empty():
     types = env._engine.sym[0, 0, ..., 0]
     assert not np.isin(types, [11]).any()
     assert enter(env, 1) == 1.0  # hiding changes the view only
+
+
+def test_an_agent_that_never_entered_has_a_blank_final_view():
+    rows = ["#######", "#.....#", "#.....#", "#######"]
+    env = HandMadeEnv(rows, agents=[{}, {"spawn_delay": 10}], max_steps=2)
+    env.reset(seed=0)
+    step(env, DONE, DONE)
+    obs, _, _, trunc, _ = step(env, DONE, DONE)
+    assert trunc == {"agent_0": True, "agent_1": True}
+    assert obs["agent_0"].any() and not obs["agent_1"].any()

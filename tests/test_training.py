@@ -213,3 +213,61 @@ def test_evaluate_prints_mean_return_with_ci(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "8 episodes" in out.stdout and "(95% CI)" in out.stdout
+
+
+def test_env_reset_ends_idle_slots_too():
+    """An agent that finished earlier closes its idle stretch when its env resets."""
+    import numpy as np
+    from gymnasium import spaces
+
+    from marlgrid.agents.ppo import PPO, PPOConfig, RolloutBuffer
+    from marlgrid.agents.rollout import PolicyGroup
+
+    space = spaces.Box(0, 1, (3,), np.float32)
+    learner = PPO(space, spaces.Discrete(3), PPOConfig(num_steps=1))
+    group = PolicyGroup("main", learner, ["agent_0", "agent_1"])
+    group.buffer = RolloutBuffer(1, 2, space, learner.net.state_size)
+    obs = {a: np.zeros((1, 3), np.float32) for a in group.agents}
+    group.begin(obs, 1)
+    group.act()
+    infos = {"_final_obs": np.array([True]), "final_obs": obs}
+    # agent_0 terminated earlier (idle, no flag now); agent_1 is truncated as the env resets.
+    term, trunc = np.array([[False, False]]), np.array([[False, True]])
+    group.record(obs, np.zeros((1, 2), np.float32), term, trunc, infos, [0, 1])
+    assert group.starts.tolist() == [True, True]
+    assert group.buffer.terminations[0].tolist() == [True, False]
+    assert group.buffer.truncations[0].tolist() == [False, True]
+
+
+def test_fresh_start_drops_old_log_rows(tmp_path):
+    from marlgrid.agents.logger import Logger
+
+    old = Logger(tmp_path, tensorboard=False)
+    for step in (100, 200):
+        old.log({"x": step}, step)
+    resumed = Logger(tmp_path, tensorboard=False, resume_step=100)
+    resumed.log({"x": 1}, 200)
+    assert [r["step"] for r in _rows(tmp_path)] == ["100", "200"]
+    fresh = Logger(tmp_path, tensorboard=False, resume_step=0)
+    fresh.log({"x": 2}, 64)
+    assert [(r["step"], r["x"]) for r in _rows(tmp_path)] == [("64", "2.0")]
+
+
+def test_interrupt_inside_an_update_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    from marlgrid.agents.ppo import PPO
+
+    original, calls = PPO.update, []
+
+    def interrupted(self, buffer, progress=0.0):
+        calls.append(progress)
+        out = original(self, buffer, progress)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # after the optimizer steps of the second update
+        return out
+
+    monkeypatch.setattr(PPO, "update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(_tiny_config(), tmp_path)
+    files = list_checkpoints(tmp_path / "checkpoints")
+    assert [p.name for p in files] == ["ckpt_000000001.pt"]
+    assert load_checkpoint(files[0])["learners"]["main"]["num_updates"] == 1

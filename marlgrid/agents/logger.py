@@ -35,7 +35,7 @@ class Logger:
             with self._csv_path.open(newline="") as f:
                 rows = list(csv.DictReader(f))
                 self._fields = list(rows[0]) if rows else None
-            if resume_step is not None and self._fields:
+            if resume_step is not None and self._fields:  # 0: a fresh start drops every row
                 kept = [r for r in rows if float(r["step"]) <= resume_step]
                 with self._csv_path.open("w", newline="") as f:
                     writer = csv.DictWriter(f, fieldnames=self._fields)

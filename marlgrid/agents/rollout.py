@@ -74,6 +74,11 @@ class PolicyGroup:
         rew = rewards[:, index].reshape(-1)
         term = terminations[:, index].reshape(-1)
         trunc = truncations[:, index].reshape(-1)
+        # An env reset ends every slot of that env. Slots whose agent finished earlier (idle,
+        # blank views, zero reward) close their idle stretch as a termination, so neither
+        # memory nor advantages run into the new episode.
+        env_reset = np.repeat(infos.get("_final_obs", np.zeros(len(rewards), bool)), len(index))
+        term = term | (env_reset & ~trunc)
         if self.train:
             s = self._step
             self.buffer.add(

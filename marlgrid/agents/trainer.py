@@ -194,7 +194,9 @@ def record_video(
             video.add_frame(env.render())
             flags = {a: (terms.get(a, False), truncs.get(a, False)) for a in env.possible_agents}
             for p in players:
-                p.starts = torch.as_tensor([any(flags[a]) for a in p.agents])
+                p.starts = torch.as_tensor(
+                    [any(flags[a]) for a in p.agents], device=p.learner.device
+                )
                 p.obs = _to_slots(p, obs, spaces)
     env.close()
     return path
@@ -248,7 +250,7 @@ def train(cfg: TrainConfig, run_dir: str | Path) -> dict[str, float]:
         cfg.logger.csv,
         cfg.logger.tensorboard,
         cfg.logger.print_every,
-        resume_step=global_step if update else None,
+        resume_step=global_step,  # drops rows logged past the checkpoint (all of them at 0)
     )
     # Episodes after a resume start fresh, seeded by the update they start at.
     rollout = MultiAgentRollout(vec, groups, scripted, seed=cfg.seed * 100_003 + update)
@@ -268,18 +270,21 @@ def train(cfg: TrainConfig, run_dir: str | Path) -> dict[str, float]:
     metrics: dict[str, float] = {}
     recent: list[float] = []
     t_start, steps_start = time.perf_counter(), global_step
+    updating = False  # learners are past `update` while True: no interrupt checkpoint then
     try:
         while update < num_updates:
             t0 = time.perf_counter()
             rollout.collect(cfg.agent.num_steps)
             t1 = time.perf_counter()
             metrics = {}
+            updating = True
             for name, g in learners.items():
                 out = g.learner.update(g.buffer, progress=update / num_updates)
                 prefix = "" if len(learners) == 1 else f"{name}/"
                 metrics.update({f"{prefix}{k}": v for k, v in out.items()})
             update += 1
             global_step += steps_per_update
+            updating = False
             returns = rollout.pop_returns()
             if len(returns):
                 recent = returns[:, learner_agents].mean(axis=1).tolist()
@@ -304,8 +309,10 @@ def train(cfg: TrainConfig, run_dir: str | Path) -> dict[str, float]:
             if cfg.video and cfg.video_every and update % cfg.video_every == 0:
                 _video(cfg, groups, scripted, run_dir / "videos" / f"update_{update:06d}.mp4")
     except KeyboardInterrupt:
-        path = checkpoint()
-        print(f"\ninterrupted: checkpoint written to {path}", flush=True)
+        if updating:  # the learners are part-way into the next update: keep the last checkpoint
+            print(f"\ninterrupted in update {update + 1}; the newest checkpoint stays", flush=True)
+        else:
+            print(f"\ninterrupted: checkpoint written to {checkpoint()}", flush=True)
         raise
     finally:
         if bar is not None:
