@@ -220,13 +220,13 @@ def test_env_reset_ends_idle_slots_too():
     import numpy as np
     from gymnasium import spaces
 
-    from marlgrid.agents.ppo import PPO, PPOConfig, RolloutBuffer
+    from marlgrid.agents.ppo import PPO, PPOConfig
     from marlgrid.agents.rollout import PolicyGroup
 
     space = spaces.Box(0, 1, (3,), np.float32)
     learner = PPO(space, spaces.Discrete(3), PPOConfig(num_steps=1))
     group = PolicyGroup("main", learner, ["agent_0", "agent_1"])
-    group.buffer = RolloutBuffer(1, 2, space, learner.net.state_size)
+    group.buffer = learner.new_buffer(2)
     obs = {a: np.zeros((1, 3), np.float32) for a in group.agents}
     group.begin(obs, 1)
     group.act()

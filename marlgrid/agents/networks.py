@@ -302,10 +302,13 @@ class ActorCritic(nn.Module):
     def step(
         self, obs: Obs, state: Tensor, resets: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """One step for a batch: obs ``(B, ...)`` -> ``(logits (B, A), values (B,), new_state)``."""
+        """One step for a batch: obs ``(B, ...)`` -> ``(logits (B, A), values (B,), new_state)``.
+
+        ``resets (B,)`` zeroes those slots' states first (None: no reset).
+        """
         B = state.shape[0]
         if resets is None:
-            resets = torch.zeros(B, dtype=torch.bool, device=state.device)
+            resets = torch.zeros(1, B, dtype=torch.bool, device=state.device)
         seq = {k: v.unsqueeze(0) for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
         logits, values, state = self.forward(seq, state, resets.view(1, B))
         return logits[0], values[0], state
@@ -323,6 +326,10 @@ class ActorCritic(nn.Module):
         Actions are indices ``0..n-1``; add :attr:`action_start` before passing them to an env.
         """
         logits, values, state = self.step(obs, state, resets)
-        idx = logits.argmax(-1) if deterministic else sample_actions(logits, generator)
-        logp, _ = log_prob_entropy(logits, idx)
+        logp_all = logits.log_softmax(-1)
+        if deterministic:
+            idx = logits.argmax(-1)
+        else:
+            idx = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+        logp = logp_all.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
         return idx, logp, values, state

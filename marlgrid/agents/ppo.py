@@ -4,8 +4,8 @@ Reads top to bottom:
 
 1. :class:`PPOConfig`, the hyperparameters;
 2. pure math: :func:`compute_gae` and :func:`ppo_loss`, tested against hand computations;
-3. :class:`RolloutBuffer`, time-major ``(T, B, ...)`` tensors including the memory state at the
-   start of every step;
+3. :class:`RolloutBuffer`, time-major ``(T, B, ...)`` tensors, with the memory states where the
+   learner reads them (chunk starts);
 4. :class:`PPO`, the learner: ``act``, ``update`` (minibatches of trajectory chunks, hidden-state
    refreshing, KL early stopping, optional hard KL limit with rollback) and checkpoints;
 5. :func:`train_on_vector_env`, a rollout/update loop over any batched environment that follows
@@ -13,8 +13,8 @@ Reads top to bottom:
 
 Conventions. A batch slot ``b`` is one environment (or one (env, agent) pair). ``resets[t, b]``
 marks that the observation at step ``t`` starts an episode; the memory core then zeroes that
-slot's state before step ``t``. ``states[t]`` is the state used at step ``t`` (after that reset).
-Actions are indices ``0..n-1``.
+slot's state before step ``t``. The state stored for step ``t`` is the one used at that step
+(after that reset). Actions are indices ``0..n-1``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+import numba
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch import Tensor, nn
+from torch import Tensor
 
 from marlgrid.agents.networks import ActorCritic, NetworkConfig, Obs, log_prob_entropy
 
@@ -128,11 +129,25 @@ def compute_gae(
     deltas = rewards + gamma * next_values * (~terminated).to(values.dtype) - values
     carry = gamma * lam * (~done).to(values.dtype)
     adv = torch.empty_like(deltas)
+    if deltas.device.type == "cpu" and not deltas.requires_grad:
+        _reverse_scan(deltas.numpy(), carry.numpy(), adv.numpy())  # compiled, in place
+        return adv, adv + values
     last = torch.zeros_like(deltas[0])
     for t in range(deltas.shape[0] - 1, -1, -1):
         last = torch.addcmul(deltas[t], carry[t], last)
         adv[t] = last
     return adv, adv + values
+
+
+@numba.njit(cache=True)
+def _reverse_scan(deltas: np.ndarray, carry: np.ndarray, out: np.ndarray) -> None:
+    """``out[t] = deltas[t] + carry[t] * out[t + 1]`` backwards from ``out[T - 1] = deltas[T - 1]``
+    (the recursion of :func:`compute_gae`; a Python loop over T costs far more on CPU)."""
+    last = np.zeros_like(deltas[0])
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        for b in range(deltas.shape[1]):
+            last[b] = deltas[t, b] + carry[t, b] * last[b]
+            out[t, b] = last[b]
 
 
 def ppo_loss(
@@ -163,17 +178,21 @@ def ppo_loss(
     Returns ``(loss, terms)`` with terms ``policy_loss, value_loss, entropy, approx_kl, clipfrac``.
     """
     mask = mask.bool()
-    n = mask.sum().clamp(min=1)
-    zero = new_logp.new_zeros(())
+    mean: Callable[[Tensor], Tensor]
+    if bool(mask.all()):  # no padding (the usual case): plain means, fewer autograd nodes
+        mean = torch.mean
+    else:
+        n = mask.sum().clamp(min=1)
+        zero = new_logp.new_zeros(())
 
-    def clean(x: Tensor) -> Tensor:
-        return torch.where(mask, x, zero)
+        def clean(x: Tensor) -> Tensor:
+            return torch.where(mask, x, zero)
 
-    def mean(x: Tensor) -> Tensor:
-        return clean(x).sum() / n
+        def mean(x: Tensor) -> Tensor:
+            return clean(x).sum() / n
 
-    new_logp, old_logp, adv, entropy = clean(new_logp), clean(old_logp), clean(adv), clean(entropy)
-    new_values, old_values, returns = clean(new_values), clean(old_values), clean(returns)
+        new_logp, old_logp, adv, entropy = map(clean, (new_logp, old_logp, adv, entropy))
+        new_values, old_values, returns = map(clean, (new_values, old_values, returns))
     logratio = new_logp - old_logp
     ratio = logratio.exp()
     pg_loss = mean(torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)))
@@ -195,6 +214,14 @@ def ppo_loss(
         "clipfrac": clipfrac,
     }
     return loss, terms
+
+
+def _clip_flat_(grads: Tensor, max_norm: float) -> Tensor:
+    """Scale a flat gradient in place to 2-norm at most ``max_norm`` (as
+    ``nn.utils.clip_grad_norm_``); returns the norm before clipping."""
+    norm = torch.linalg.vector_norm(grads)
+    grads.mul_((max_norm / (norm + 1e-6)).clamp(max=1.0))
+    return norm
 
 
 def explained_variance(pred: Tensor, target: Tensor) -> float:
@@ -265,12 +292,16 @@ def _obs_cat(parts: list[Obs]) -> Obs:
 class RolloutBuffer:
     """One rollout of ``num_steps`` steps for ``num_envs`` batch slots, time-major tensors.
 
-    Per step ``t`` it stores ``obs``, ``resets`` (``obs[t]`` starts an episode), ``states`` (memory
-    state used at step ``t``), ``actions``, ``logp`` (behaviour log-probs), ``values``,
-    ``rewards``, ``terminations`` and ``truncations``. For bootstrapping it keeps the observation,
-    post-step state and reset flag after the last step (``next_*``, ``last_value``) and, for every
-    truncation that is not also a termination, the true final observation (``final_obs`` with
-    indices ``final_t``, ``final_b``) and its value (``trunc_values``).
+    Per step ``t`` it stores ``obs``, ``resets`` (``obs[t]`` starts an episode), ``actions``,
+    ``logp`` (behaviour log-probs), ``values``, ``rewards``, ``terminations`` and ``truncations``.
+    Memory states are stored every ``state_stride`` steps: ``states[k]`` is the state used at step
+    ``k * state_stride`` (the default, 1, keeps every step). A learner whose minibatches are chunks
+    of ``chunk_len`` steps only reads states at chunk starts, so ``state_stride = chunk_len`` stores
+    just those, and makes :meth:`PPO.refresh` much cheaper (see :meth:`PPO.new_buffer`). For
+    bootstrapping it keeps the observation, post-step state and reset flag after the last step
+    (``next_*``, ``last_value``) and, for every truncation that is not also a termination, the true
+    final observation (``final_obs`` with indices ``final_t``, ``final_b``) and its value
+    (``trunc_values``).
     """
 
     def __init__(
@@ -280,16 +311,20 @@ class RolloutBuffer:
         observation_space: spaces.Space,
         state_size: int,
         device: torch.device | str = "cpu",
+        state_stride: int = 1,
     ) -> None:
         T, B = num_steps, num_envs
+        if state_stride < 1:
+            raise ValueError(f"state_stride must be >= 1, got {state_stride}")
         self.num_steps, self.num_envs, self.device = T, B, torch.device(device)
+        self.state_stride = state_stride
 
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> Tensor:
             return torch.zeros(*shape, dtype=dtype, device=device)
 
         self.obs = alloc_obs(observation_space, (T, B), device)
         self.resets = zeros(T, B, dtype=torch.bool)
-        self.states = zeros(T, B, state_size)
+        self.states = zeros(-(-T // state_stride), B, state_size)
         self.actions = zeros(T, B, dtype=torch.long)
         self.logp = zeros(T, B)
         self.values = zeros(T, B)
@@ -327,17 +362,35 @@ class RolloutBuffer:
         terminations: Tensor,
         truncations: Tensor,
     ) -> None:
-        """Store one step for all batch slots."""
+        """Store one step for all batch slots (``states`` only at multiples of ``state_stride``)."""
+        self.add_action(obs, resets, states, actions, logp, values)
+        self.add_outcome(rewards, terminations, truncations)
+
+    def add_action(
+        self,
+        obs: Obs,
+        resets: Tensor,
+        states: Tensor,
+        actions: Tensor,
+        logp: Tensor,
+        values: Tensor,
+    ) -> None:
+        """First half of :meth:`add`, before the env step (so envs may reuse their obs arrays)."""
         t = self.pos
         _obs_copy_(self.obs, t, obs)
         self.resets[t] = resets
-        self.states[t] = states
+        if t % self.state_stride == 0:
+            self.states[t // self.state_stride] = states
         self.actions[t] = actions
         self.logp[t] = logp
         self.values[t] = values
-        self.rewards[t] = rewards
-        self.terminations[t] = terminations
-        self.truncations[t] = truncations
+
+    def add_outcome(self, rewards: Any, terminations: Any, truncations: Any) -> None:
+        """Second half of :meth:`add` (tensors or numpy arrays); completes the step."""
+        t = self.pos
+        self.rewards[t] = torch.as_tensor(rewards)
+        self.terminations[t] = torch.as_tensor(terminations)
+        self.truncations[t] = torch.as_tensor(truncations)
         self.pos += 1
 
     def add_final(self, env_ids: Tensor, final_obs: Obs, values: Tensor) -> None:
@@ -406,8 +459,17 @@ class PPO:
     batch slot (the last one padded and masked), and each epoch deals the shuffled chunks into
     ``num_minibatches`` minibatches. A chunk starts from its stored memory state; episode starts
     inside a chunk are handled by the reset flags. Every ``refresh_interval`` minibatches,
-    :meth:`refresh` recomputes all stored states, values, advantages and returns with the current
-    network (behaviour log-probs are kept; value clipping is then around the refreshed values).
+    :meth:`refresh` recomputes, with the current network, the stored states that chunks start
+    from, and the values, advantages and returns of every step (behaviour log-probs are kept;
+    value clipping is then around the refreshed values). Only chunk-start states are ever read,
+    so a buffer needs no others (:meth:`new_buffer`); a refresh is one batched pass over the
+    buffer (:meth:`MemoryCore.chunk_unroll`).
+
+    Speed (CPU): acting runs in ``torch.inference_mode``; an update gathers each minibatch with
+    a few index ops, zeroes and clips all gradients as one flat tensor and steps a fused Adam.
+    A refresh is a full forward pass over the buffer, so refreshing every 2 of 8 minibatches per
+    epoch costs about as much as the minibatches' own forward and backward passes (see
+    ``experiments/benchmarks/README.md``, "Recurrent PPO speed").
     """
 
     def __init__(
@@ -417,6 +479,7 @@ class PPO:
         cfg: PPOConfig | None = None,
     ) -> None:
         self.cfg = cfg = cfg or PPOConfig()
+        self.observation_space, self.action_space = observation_space, action_space
         self.device = torch.device(cfg.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
@@ -426,6 +489,22 @@ class PPO:
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed + 1)
         self.num_updates = 0
         self.num_refreshes = 0
+        self._params = list(self.net.parameters())
+        self._grad_views: list[Tensor] | None = None
+        self._grad_flat = torch.zeros(0)
+
+    def new_buffer(self, num_envs: int) -> RolloutBuffer:
+        """A :class:`RolloutBuffer` for ``cfg.num_steps`` steps of ``num_envs`` slots that stores
+        states only at chunk starts (``state_stride = cfg.chunk_len``), on the learner's device."""
+        cfg = self.cfg
+        return RolloutBuffer(
+            cfg.num_steps,
+            num_envs,
+            self.observation_space,
+            self.net.state_size,
+            self.device,
+            state_stride=cfg.chunk_len,
+        )
 
     # -- acting ----------------------------------------------------------------------------------
 
@@ -433,7 +512,7 @@ class PPO:
         """Zero memory state for ``batch_size`` slots."""
         return self.net.initial_state(batch_size)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(
         self,
         obs: Obs,
@@ -441,30 +520,47 @@ class PPO:
         resets: Tensor | None = None,
         deterministic: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """One forward for the whole batch: ``(actions, logp, values, new_state)``."""
+        """One forward for the whole batch: ``(actions, logp, values, new_state)``.
+
+        Runs in ``torch.inference_mode``: the results are inference tensors, fine to act with and
+        to copy into buffers; ``.clone()`` one before using it in a computation with gradients.
+        """
         return self.net.act(obs, state, resets, deterministic, self.generator)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def value(self, obs: Obs, state: Tensor, resets: Tensor | None = None) -> Tensor:
-        """Values ``(B,)`` of one batch of observations."""
+        """Values ``(B,)`` of one batch of observations (inference tensors, as :meth:`act`)."""
         return self.net.step(obs, state, resets)[1]
 
     # -- hidden-state refreshing -----------------------------------------------------------------
 
-    @torch.no_grad()
-    def refresh(self, buffer: RolloutBuffer) -> dict[str, float]:
+    @torch.inference_mode()
+    def refresh(self, buffer: RolloutBuffer, state_stride: int | None = None) -> dict[str, float]:
         """Recompute stored states, values, bootstrap values, advantages and returns in place.
 
-        One batched pass over the whole buffer from the state stored at its first step, with
-        resets. Returns staleness: mean squared difference and mean per-row cosine similarity
-        between the stored and refreshed states (rows where either is zero are skipped).
+        One batched pass over the whole buffer, from the state stored at its first step, with
+        resets, by :meth:`MemoryCore.chunk_unroll`: outputs (hence values) at every step, states
+        every ``state_stride`` steps (default: every stored one, ``buffer.state_stride``), and the
+        post-step states that bootstrap values need. A larger ``state_stride`` (a multiple of the
+        buffer's) refreshes only the stored states at multiples of it and leaves the others as
+        they are: :meth:`update` passes ``chunk_len``, since its chunks start only there.
+        Behaviour log-probs are left alone. Returns staleness: mean squared difference and mean
+        per-row cosine similarity between the stored and refreshed states (rows where either is
+        zero are skipped).
         """
         cfg, net = self.cfg, self.net
-        _, values, post = net.unroll(buffer.obs, buffer.states[0], buffer.resets, policy=False)
-        new_states = torch.empty_like(buffer.states)
-        new_states[0] = buffer.states[0]
-        new_states[1:] = post[:-1] * (~buffer.resets[1:]).unsqueeze(-1).to(post.dtype)
-        old = buffer.states
+        T, B = buffer.num_steps, buffer.num_envs
+        stride = buffer.state_stride if state_stride is None else state_stride
+        if stride % buffer.state_stride:
+            raise ValueError(
+                f"state_stride={stride} must be a multiple of the buffer's {buffer.state_stride}"
+            )
+        feats = net.features(buffer.obs, T, B)
+        res = net.memory.chunk_unroll(
+            feats, buffer.states[0], buffer.resets, stride, buffer.final_t, buffer.final_b
+        )
+        rows = buffer.states[:: stride // buffer.state_stride]  # a view: written in place below
+        new_states, old = res.starts, rows
         if old.shape[-1] > 0:
             mse = float((new_states - old).square().mean())
             dot = (new_states * old).sum(-1)
@@ -473,27 +569,43 @@ class PPO:
             cos = float((dot[valid] / norms[valid]).mean()) if bool(valid.any()) else 1.0
         else:
             mse, cos = 0.0, 1.0
-        buffer.states.copy_(new_states)
-        buffer.values.copy_(values)
+        rows.copy_(new_states)
+        buffer.values.copy_(net.heads(res.out, policy=False)[1])
         # bootstrap values: the observation after the last step, and final observations of
         # truncated episodes (same episode as their step, so no reset)
         n_final = buffer.final_t.numel()
         obs_parts: list[Obs] = [buffer.next_obs]
-        state_parts = [post[-1]]
+        state_parts = [res.final]
         if n_final:
             assert buffer.final_obs is not None
             obs_parts.append(buffer.final_obs)
-            state_parts.append(post[buffer.final_t, buffer.final_b])
+            state_parts.append(res.post)
         resets = torch.cat([buffer.next_reset, buffer.next_reset.new_zeros(n_final)])
         v = net.step(_obs_cat(obs_parts), torch.cat(state_parts), resets)[1]
-        buffer.last_value.copy_(v[: buffer.num_envs])
+        buffer.last_value.copy_(v[:B])
         if n_final:
-            buffer.trunc_values[buffer.final_t, buffer.final_b] = v[buffer.num_envs :]
+            buffer.trunc_values[buffer.final_t, buffer.final_b] = v[B:]
         buffer.compute_advantages(cfg.gamma, cfg.gae_lambda)
         self.num_refreshes += 1
         return {"mse": mse, "cos": cos}
 
     # -- update ----------------------------------------------------------------------------------
+
+    def _flat_grads(self) -> Tensor:
+        """All gradients as views of one flat tensor (zeroed and clipped with one op each).
+
+        The views are installed as the parameters' ``.grad`` (backward accumulates into them in
+        place); they are installed again if something replaced them (e.g. ``zero_grad()``).
+        """
+        params, views = self._params, self._grad_views
+        if views is None or any(p.grad is not g for p, g in zip(params, views, strict=True)):
+            flat = torch.zeros(sum(p.numel() for p in params), device=self.device)
+            parts = flat.split([p.numel() for p in params])
+            views = [g.view_as(p) for p, g in zip(params, parts, strict=True)]
+            for p, g in zip(params, views, strict=True):
+                p.grad = g
+            self._grad_views, self._grad_flat = views, flat
+        return self._grad_flat
 
     @torch.no_grad()
     def batch_kl(self, buffer: RolloutBuffer) -> float:
@@ -523,10 +635,17 @@ class PPO:
 
         buffer.compute_advantages(cfg.gamma, cfg.gae_lambda)
         T, B, L = buffer.num_steps, buffer.num_envs, cfg.chunk_len
+        if L % buffer.state_stride:
+            raise ValueError(
+                f"chunk_len={L} must be a multiple of the buffer's state_stride="
+                f"{buffer.state_stride} (chunks start from stored states)"
+            )
         n_chunks = -(-T // L)
+        chunk_state = L // buffer.state_stride  # stored states per chunk
         steps = torch.arange(L, device=self.device).unsqueeze(1)  # (L, 1)
-        params = list(net.parameters())
         total_mb = cfg.update_epochs * min(cfg.num_minibatches, n_chunks * B)
+        # per-step floats read by every minibatch, gathered with one index (rebuilt on refresh)
+        per_step = torch.stack([buffer.logp, buffer.values, buffer.returns, buffer.advantages], -1)
 
         terms_log: list[dict[str, Tensor]] = []
         staleness: list[dict[str, float]] = []
@@ -541,20 +660,22 @@ class PPO:
                 mask = t < T
                 t = t.clamp(max=T - 1)
                 obs = obs_index(buffer.obs, (t, b))
-                logits, new_values = net.evaluate(obs, buffer.states[c * L, b], buffer.resets[t, b])
+                logits, new_values = net.evaluate(
+                    obs, buffer.states[c * chunk_state, b], buffer.resets[t, b]
+                )
                 new_logp, entropy = log_prob_entropy(logits, buffer.actions[t, b])
-                adv = buffer.advantages[t, b]
+                old_logp, old_values, returns, adv = per_step[t, b].unbind(-1)
                 if cfg.norm_adv:
                     a = adv[mask]
                     if a.numel() > 1:
                         adv = (adv - a.mean()) / (a.std() + 1e-8)
                 loss, terms = ppo_loss(
                     new_logp,
-                    buffer.logp[t, b],
+                    old_logp,
                     adv,
                     new_values,
-                    buffer.values[t, b],
-                    buffer.returns[t, b],
+                    old_values,
+                    returns,
                     entropy,
                     mask,
                     cfg.clip_coef,
@@ -566,15 +687,19 @@ class PPO:
                 if cfg.kl_target is not None and float(terms["approx_kl"]) > 1.5 * cfg.kl_target:
                     early_stops += 1
                     break  # this minibatch's step is skipped; the epoch ends
-                self.optimizer.zero_grad(set_to_none=True)
+                grads = self._flat_grads()
+                grads.zero_()
                 loss.backward()
-                grad_norms.append(nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+                grad_norms.append(_clip_flat_(grads, cfg.max_grad_norm))
                 self.optimizer.step()
                 mb_done += 1
                 refresh_due = cfg.refresh_interval > 0 and mb_done % cfg.refresh_interval == 0
                 if refresh_due and mb_done < total_mb:  # a refresh after the last would go unused
                     t0 = time.perf_counter()
-                    staleness.append(self.refresh(buffer))
+                    staleness.append(self.refresh(buffer, state_stride=L))
+                    per_step = torch.stack(
+                        [buffer.logp, buffer.values, buffer.returns, buffer.advantages], -1
+                    )
                     refresh_time += time.perf_counter() - t0
 
         rolled_back = 0.0
@@ -703,7 +828,9 @@ class VectorRollout:
     """Collects rollouts from a :class:`BatchedEnv` into a :class:`RolloutBuffer`.
 
     Carries the current observation, memory state and episode-start flags between rollouts, and
-    keeps episode statistics. A slot's memory state is zeroed when its episode ends.
+    keeps episode statistics. A slot's memory state is zeroed when its episode ends. Each step's
+    observation is stored before the env steps, so an env may return views of arrays that its
+    next step overwrites (as ``marlgrid.make_vec`` does).
     """
 
     def __init__(self, envs: BatchedEnv, learner: PPO, seed: int | None = None) -> None:
@@ -717,30 +844,29 @@ class VectorRollout:
         self.starts = torch.ones(envs.num_envs, dtype=torch.bool, device=self.device)
         self.stats = _EpisodeStats(envs.num_envs)
 
+    @torch.inference_mode()
     def collect(self, buffer: RolloutBuffer, deterministic: bool = False) -> None:
-        """Fill ``buffer`` with ``buffer.num_steps`` steps of every slot, finish it, compute GAE."""
+        """Fill ``buffer`` with ``buffer.num_steps`` steps of every slot, finish it, compute GAE.
+
+        Per step: one forward for the whole batch, one env step, a few copies into the buffer
+        (the observation is stored before the env step, so envs may reuse their arrays).
+        """
         envs, learner, device = self.envs, self.learner, self.device
         obs, state, starts = self.obs, self.state, self.starts
         action_start = learner.net.action_start
         buffer.clear()
         for _ in range(buffer.num_steps):
-            state = state * (~starts).unsqueeze(-1).to(state.dtype)  # episode starts: zero memory
+            if bool(starts.any()):
+                state = state.masked_fill(starts.unsqueeze(-1), 0.0)  # episode starts: zero memory
             actions, logp, values, new_state = learner.act(obs, state, deterministic=deterministic)
-            env_actions = actions.cpu().numpy() + action_start
+            buffer.add_action(obs, starts, state, actions, logp, values)
+            env_actions = actions.numpy() if device.type == "cpu" else actions.cpu().numpy()
+            if action_start:
+                env_actions = env_actions + action_start
             next_obs, rewards, terms, truncs, infos = envs.step(env_actions)
             rewards = np.asarray(rewards, dtype=np.float32)
             terms, truncs = np.asarray(terms, dtype=bool), np.asarray(truncs, dtype=bool)
-            buffer.add(
-                obs,
-                starts,
-                state,
-                actions,
-                logp,
-                values,
-                torch.as_tensor(rewards, device=device),
-                torch.as_tensor(terms, device=device),
-                torch.as_tensor(truncs, device=device),
-            )
+            buffer.add_outcome(rewards, terms, truncs)
             boot = truncs & ~terms
             if boot.any():
                 ids = np.flatnonzero(boot)
@@ -769,7 +895,8 @@ def train_on_vector_env(
     """Train ``learner`` (new :class:`PPO` if None) on ``envs``; returns it and metrics per update.
 
     Each update collects ``cfg.num_steps`` steps from every batch slot with one forward per step for
-    the whole batch (:class:`VectorRollout`), then calls :meth:`PPO.update`.
+    the whole batch (:class:`VectorRollout`) into a buffer that stores memory states at chunk
+    starts only (:meth:`PPO.new_buffer`), then calls :meth:`PPO.update`.
     ``log_fn(metrics, global_step)`` is called after every update.
     """
     total = cfg.total_timesteps if total_timesteps is None else total_timesteps
@@ -777,7 +904,8 @@ def train_on_vector_env(
     if learner is None:
         learner = PPO(envs.single_observation_space, envs.single_action_space, cfg)
     obs_space, state_size = envs.single_observation_space, learner.net.state_size
-    buffer = RolloutBuffer(T, B, obs_space, state_size, learner.device)
+    stride = learner.cfg.chunk_len  # the update's chunks start every chunk_len steps
+    buffer = RolloutBuffer(T, B, obs_space, state_size, learner.device, state_stride=stride)
     rollout = VectorRollout(envs, learner, seed=cfg.seed)
     num_updates = max(1, total // (T * B))
     history: list[dict[str, float]] = []

@@ -21,7 +21,7 @@ import torch
 import marlgrid
 from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from marlgrid.agents.logger import Logger
-from marlgrid.agents.ppo import PPO, PPOConfig, RolloutBuffer
+from marlgrid.agents.ppo import PPO, PPOConfig
 from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, slot_obs
 from marlgrid.config import ConfigError
 from marlgrid.policies import POLICIES, make_policy
@@ -158,10 +158,7 @@ def build_groups(
             learner.load_state_dict(learners[source])
             group.deterministic = role.deterministic
         else:
-            slots = vec.num_envs * len(agents)
-            group.buffer = RolloutBuffer(
-                cfg.agent.num_steps, slots, obs_space, learner.net.state_size, learner.device
-            )
+            group.buffer = learner.new_buffer(vec.num_envs * len(agents))
         groups.append(group)
     return groups, scripted
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from marlgrid.agents.memory import MEMORY_KINDS, make_memory
+from marlgrid.agents.memory import MEMORY_KINDS, MemoryCore, make_memory
 
 T, B, F, H = 9, 4, 5, 6
 
@@ -152,3 +152,38 @@ def test_outputs_split_path_matches_forward(kind: str, reset_prob: float) -> Non
     grads_b = torch.autograd.grad((out_b**2).sum(), [x, state, *core.parameters()])
     for a, b in zip(grads_a, grads_b, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", MEMORY_KINDS)
+@pytest.mark.parametrize("reset_prob", [0.0, 0.15, 0.6])
+@pytest.mark.parametrize("T_", [16, 19])
+def test_chunk_unroll_matches_step_loop(kind: str, reset_prob: float, T_: int) -> None:
+    """Refresh path (chained nn calls + one packed call) == the step loop, at every piece end."""
+    core = _core(kind)
+    L, N = 4, 7
+    gen = torch.Generator().manual_seed(5)
+    x, state = torch.randn(T_, N, F, generator=gen), _random_state(core, N)
+    resets = torch.rand(T_, N, generator=gen) < reset_prob
+    # request the state after every step that ends a piece (next step resets or starts a chunk)
+    ends = torch.zeros(T_, N, dtype=torch.bool)
+    ends[:-1] = resets[1:]
+    ends[L - 1 :: L] = True
+    ends[-1] = True
+    post_t, post_b = ends.nonzero(as_tuple=True)
+    with torch.no_grad():
+        ref_out, ref_post = core.unroll(x, state, resets)
+        ref_starts = torch.cat([state[None], ref_post[:-1]]) * (~resets).unsqueeze(-1)
+        got = core.chunk_unroll(x, state, resets, L, post_t, post_b)
+        generic = MemoryCore.chunk_unroll(core, x, state, resets, L, post_t, post_b)
+    for res in (got, generic):
+        torch.testing.assert_close(res.out, ref_out, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(res.starts, ref_starts[::L], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(res.final, ref_post[-1], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(res.post, ref_post[post_t, post_b], atol=1e-6, rtol=1e-5)
+    # a requested state that does not end a piece falls back to the step loop, still exact
+    if kind != "none":
+        mid_t, mid_b = torch.tensor([1]), torch.tensor([0])
+        if not bool(resets[2, 0]):
+            with torch.no_grad():
+                res = core.chunk_unroll(x, state, resets, L, mid_t, mid_b)
+            torch.testing.assert_close(res.post, ref_post[mid_t, mid_b], atol=1e-6, rtol=1e-5)

@@ -33,7 +33,7 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _setup(memory: str, seed: int = 0) -> tuple[PPO, RolloutBuffer, VectorRollout]:
+def _setup(memory: str, seed: int = 0, stride: int = 1) -> tuple[PPO, RolloutBuffer, VectorRollout]:
     cfg = PPOConfig(
         memory=memory,
         hidden_size=16,
@@ -45,7 +45,7 @@ def _setup(memory: str, seed: int = 0) -> tuple[PPO, RolloutBuffer, VectorRollou
     )
     env = RandomEpisodesEnv(B, OBS_SPACE, p_term=0.08, p_trunc=0.08)
     learner = PPO(OBS_SPACE, env.single_action_space, cfg)
-    buffer = RolloutBuffer(T, B, OBS_SPACE, learner.net.state_size)
+    buffer = RolloutBuffer(T, B, OBS_SPACE, learner.net.state_size, state_stride=stride)
     rollout = VectorRollout(env, learner, seed=seed)
     rollout.collect(buffer)
     rollout.collect(buffer)  # second rollout: its first state is carried over, not zero
@@ -54,9 +54,10 @@ def _setup(memory: str, seed: int = 0) -> tuple[PPO, RolloutBuffer, VectorRollou
 
 @torch.no_grad()
 def _recompute(learner: PPO, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
-    """Step-by-step reference with the current network: states, values, bootstrap values, GAE."""
+    """Step-by-step reference with the current network: states at every step, values, bootstrap
+    values, GAE."""
     net = learner.net
-    states = torch.zeros_like(buf.states)
+    states = torch.zeros(T, B, net.state_size)
     values = torch.zeros_like(buf.values)
     trunc_values = torch.zeros_like(buf.values)
     s = buf.states[0]
@@ -82,28 +83,38 @@ def _recompute(learner: PPO, buf: RolloutBuffer) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("memory", ["lstm", "gru", "none"])
-def test_rollout_resets_memory_at_episode_boundaries(memory: str) -> None:
-    learner, buf, _ = _setup(memory)
+@pytest.mark.parametrize("stride", [1, 8])
+def test_rollout_resets_memory_at_episode_boundaries(memory: str, stride: int) -> None:
+    learner, buf, _ = _setup(memory, stride=stride)
     assert buf.terminations.any() and (buf.truncations & ~buf.terminations).any()
     assert buf.final_t.numel() == int((buf.truncations & ~buf.terminations).sum())
     # every episode start follows an episode end in the same slot
     ends = buf.terminations | buf.truncations
     torch.testing.assert_close(buf.resets[1:], ends[:-1])
     torch.testing.assert_close(buf.next_reset, ends[-1])
-    # stored states are zero exactly at episode starts (for a recurrent core, non-zero elsewhere)
+    # states are stored every `stride` steps; zero exactly at episode starts (for a recurrent
+    # core, non-zero elsewhere)
+    assert buf.states.shape[0] == -(-T // stride)
     norms = buf.states.norm(dim=-1)
-    assert torch.all(norms[buf.resets] == 0)
+    stored_resets = buf.resets[::stride]
+    assert torch.all(norms[stored_resets] == 0)
     if memory != "none":
-        assert torch.all(norms[~buf.resets] > 0)
+        assert torch.all(norms[~stored_resets] > 0)
     # and what was stored during the rollout is what the network computes step by step
     ref = _recompute(learner, buf)
+    ref["states"] = ref["states"][::stride]
     for k in ("states", "values", "advantages", "returns"):
         torch.testing.assert_close(getattr(buf, k), ref[k], rtol=0, atol=1e-5, msg=k)
 
 
 @pytest.mark.parametrize("memory", ["lstm", "gru"])
-def test_refresh_equals_fresh_recomputation_after_parameter_change(memory: str) -> None:
-    learner, buf, _ = _setup(memory)
+@pytest.mark.parametrize("stride", [1, 8, 5])
+def test_refresh_equals_fresh_recomputation_after_parameter_change(
+    memory: str, stride: int
+) -> None:
+    """Stored states (every step with stride 1; chunk starts with stride = chunk_len), values,
+    bootstrap values, advantages and returns all equal a step-by-step recomputation."""
+    learner, buf, _ = _setup(memory, stride=stride)
     buf.compute_advantages(learner.cfg.gamma, learner.cfg.gae_lambda)
     logp_before = buf.logp.clone()
     states_before = buf.states.clone()
@@ -112,6 +123,7 @@ def test_refresh_equals_fresh_recomputation_after_parameter_change(memory: str) 
         for p in learner.net.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=gen))
     ref = _recompute(learner, buf)
+    ref["states"] = ref["states"][::stride]
     # the parameter change made the stored states stale
     assert (ref["states"] - states_before).abs().max().item() > 1e-2
 
@@ -130,8 +142,9 @@ def test_refresh_equals_fresh_recomputation_after_parameter_change(memory: str) 
     assert again["mse"] < 1e-12 and again["cos"] == pytest.approx(1.0, abs=1e-6)
 
 
-def test_update_refreshes_every_interval_minibatches() -> None:
-    learner, buf, _ = _setup("lstm")
+@pytest.mark.parametrize("stride", [1, 8])
+def test_update_refreshes_every_interval_minibatches(stride: int) -> None:
+    learner, buf, _ = _setup("lstm", stride=stride)
     learner.cfg.update_epochs, learner.cfg.num_minibatches, learner.cfg.refresh_interval = 2, 4, 2
     learner.cfg.kl_target = None
     metrics = learner.update(buf)
@@ -143,3 +156,55 @@ def test_update_refreshes_every_interval_minibatches() -> None:
     learner.cfg.refresh_interval = 0
     metrics = learner.update(buf)
     assert metrics["charts/refreshes"] == 0 and np.isnan(metrics["charts/staleness_mse"])
+
+
+@pytest.mark.parametrize("memory", ["lstm", "gru"])
+def test_refresh_of_chunk_starts_only_in_a_full_buffer(memory: str) -> None:
+    """refresh(buffer, state_stride=L) on a buffer holding every step's state (what update does
+    with chunk_len=L): chunk-start states, values and GAE are fresh; other states are untouched."""
+    learner, buf, _ = _setup(memory, stride=1)
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(3)
+        for p in learner.net.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    states_before = buf.states.clone()
+    ref = _recompute(learner, buf)
+    learner.refresh(buf, state_stride=8)
+    for k in ("values", "advantages", "returns"):
+        assert (getattr(buf, k) - ref[k]).abs().max().item() < 1e-5, k
+    assert (buf.states[::8] - ref["states"][::8]).abs().max().item() < 1e-5
+    others = torch.ones(T, dtype=torch.bool)
+    others[::8] = False
+    assert torch.equal(buf.states[others], states_before[others])
+    learner8, buf8, _ = _setup(memory, stride=8)
+    with pytest.raises(ValueError, match="multiple"):
+        learner8.refresh(buf8, state_stride=4)
+
+
+def test_update_is_the_same_with_states_stored_only_at_chunk_starts() -> None:
+    """A buffer with state_stride=chunk_len holds all that the update reads: the same data in a
+    full buffer and in a chunk-start buffer gives the same update, refreshes included (lr=0 and
+    perturbed parameters, so the refreshes change the stale stored data but nothing drifts)."""
+    learner, full, _ = _setup("lstm", stride=1)
+    chunked = RolloutBuffer(T, B, OBS_SPACE, learner.net.state_size, state_stride=8)
+    for name, value in vars(full).items():
+        if isinstance(value, torch.Tensor) and name != "states":
+            setattr(chunked, name, value.clone())
+    for name in ("obs", "next_obs", "final_obs"):  # dict observations
+        setattr(chunked, name, {k: v.clone() for k, v in getattr(full, name).items()})
+    chunked.states.copy_(full.states[::8])
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(3)
+        for p in learner.net.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    learner.cfg.kl_target, learner.cfg.lr, learner.cfg.anneal_lr = None, 0.0, False
+    gen_state = learner.generator.get_state()
+    metrics_full = learner.update(full)
+    learner.generator.set_state(gen_state)  # same minibatch order
+    metrics_chunked = learner.update(chunked)
+    assert metrics_full["charts/refreshes"] == 7 and metrics_full["charts/staleness_mse"] > 0
+    for key in ("losses/policy_loss", "losses/value_loss", "charts/staleness_mse"):
+        assert metrics_full[key] == pytest.approx(metrics_chunked[key], rel=1e-5, abs=1e-7), key
+    torch.testing.assert_close(full.states[::8], chunked.states, atol=1e-6, rtol=0)
+    for k in ("values", "advantages", "returns"):
+        torch.testing.assert_close(getattr(full, k), getattr(chunked, k), atol=1e-6, rtol=0)

@@ -1,0 +1,563 @@
+"""Recurrent PPO speed benchmark: marlgrid's learner against sb3-contrib RecurrentPPO and SB3 PPO.
+
+Every learner trains with the same settings (number of envs, steps per update, epochs,
+minibatches, hidden size, one torch thread) on CartPole-v1 and on a marlgrid env, in this
+process. Per env, every line is built and warmed up (untimed updates), then the lines are timed
+in turns, ``--repeats`` segments of whole updates (rollout + update) each, so a change of load on
+the machine hits all of them; the best segment of each line is reported. The rate is environment
+steps per CPU-second of this process (``time.process_time``), with wall-clock beside it; the
+rollout/update split and, for our learner, the time spent refreshing hidden states are reported
+too. See README.md beside this file ("Recurrent PPO speed").
+
+    python experiments/benchmarks/ppo_speed.py --json experiments/results/ppo_speed.json
+    python experiments/benchmarks/ppo_speed.py --only ours_lstm ppo --envs cartpole
+
+Lines (``--only``): ``ours_lstm``, ``ours_lstm_norefresh``, ``ours_gru``, ``ours_gru_norefresh``
+(marlgrid.agents.ppo; "norefresh" sets ``refresh_interval=0``), ``rppo`` (sb3-contrib
+``RecurrentPPO``, MlpLstmPolicy with its default separate critic LSTM), ``rppo_shared`` (one LSTM
+shared by actor and critic, like ours) and ``ppo`` (SB3 ``PPO``, MlpPolicy, no memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+OURS = ("ours_lstm", "ours_lstm_norefresh", "ours_gru", "ours_gru_norefresh")
+PEERS = ("rppo", "rppo_shared", "ppo")
+LINES = OURS + PEERS
+ENVS = ("cartpole", "marlgrid")
+MARLGRID_ID = "MarlGrid-GoalCycle-7x7-v0"  # 1 agent, 5x5 symbolic view, 60-step episodes
+FEATURES_DIM = 128  # marlgrid: width of the observation features fed to the memory / MLP
+TARGET_VS_RPPO = 10.0  # ours >= 10x RecurrentPPO
+TARGET_VS_PPO = 0.5  # ours >= 0.5x PPO
+TARGET_REFRESH = 0.25  # refreshing every 2 minibatches adds <= 25% to update time
+
+
+@dataclass
+class Settings:
+    """What every learner shares."""
+
+    num_envs: int = 8  # parallel envs (batch slots)
+    num_steps: int = 128  # steps per env per update (n_steps)
+    epochs: int = 10  # passes over each rollout (n_epochs)
+    minibatches: int = 8  # minibatches per epoch (batch_size = num_envs * num_steps / minibatches)
+    hidden: int = 64  # LSTM/GRU size; width of the MLP layers
+    chunk_len: int = 8  # ours: BPTT chunk length (RecurrentPPO uses whole episode segments)
+    seed: int = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps // self.minibatches
+
+
+@dataclass
+class Clock:
+    """CPU (this process) and wall seconds."""
+
+    cpu: float = 0.0
+    wall: float = 0.0
+
+    @staticmethod
+    def now() -> Clock:
+        return Clock(time.process_time(), time.perf_counter())
+
+    def since(self, start: Clock) -> Clock:
+        return Clock(self.cpu - start.cpu, self.wall - start.wall)
+
+    def add(self, other: Clock) -> None:
+        self.cpu += other.cpu
+        self.wall += other.wall
+
+
+@dataclass
+class Result:
+    """One line on one env: the best of its timed repeats (by CPU rate), all repeats kept."""
+
+    env: str
+    line: str
+    status: str = "ok"  # ok, SKIPPED or ERROR
+    reason: str = ""
+    steps: int = 0  # env steps per timed repeat
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    rollout_cpu_s: float = 0.0
+    update_cpu_s: float = 0.0
+    rollout_wall_s: float = 0.0
+    update_wall_s: float = 0.0
+    refresh_wall_s: float = 0.0  # ours: time in refresh, inside update_wall_s
+    refreshes: int = 0
+    setup_s: float = 0.0  # construction + warm-up updates
+    params: int = 0
+    repeats: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def sps_cpu(self) -> float:
+        return self.steps / self.cpu_s if self.cpu_s else float("nan")
+
+    @property
+    def sps_wall(self) -> float:
+        return self.steps / self.wall_s if self.wall_s else float("nan")
+
+    @property
+    def refresh_share(self) -> float:
+        """Refresh time over the rest of the update time (what refreshing adds to an update)."""
+        rest = self.update_wall_s - self.refresh_wall_s
+        return self.refresh_wall_s / rest if self.refreshes and rest > 0 else float("nan")
+
+
+# --------------------------------------------------------------------------------------------------
+# Environments
+# --------------------------------------------------------------------------------------------------
+
+
+class MarlGridBatched:
+    """A single-agent marlgrid batch (``marlgrid.make_vec``) as a ``BatchedEnv`` for our learner.
+
+    Batch-first arrays, same-step autoreset, ``infos["final_obs"]`` / ``infos["_final_obs"]`` for
+    the last observation of ended episodes. Observations are copied (the engine reuses its arrays;
+    marlgrid's own rollout stores them before stepping, older versions did not).
+    """
+
+    def __init__(self, env_id: str, num_envs: int) -> None:
+        import marlgrid
+
+        self.vec = marlgrid.make_vec(env_id, num_envs)
+        if self.vec.num_agents != 1:
+            raise ValueError(f"{env_id} has {self.vec.num_agents} agents; this adapter takes 1")
+        self.agent = self.vec.possible_agents[0]
+        self.num_envs = num_envs
+        self.single_observation_space = self.vec.single_observation_space(self.agent)
+        self.single_action_space = self.vec.single_action_space(self.agent)
+
+    def reset(self, seed: int | None = None) -> Any:
+        obs, _ = self.vec.reset(seed=seed)
+        return obs[self.agent].copy()
+
+    def step(self, actions: np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, rewards, terms, truncs, infos = self.vec.step(actions.reshape(self.num_envs, 1))
+        out: dict[str, Any] = {}
+        if "final_obs" in infos:
+            out["final_obs"] = infos["final_obs"][self.agent]
+            out["_final_obs"] = infos["_final_obs"]
+        return obs[self.agent].copy(), rewards[:, 0], terms[:, 0], truncs[:, 0], out
+
+
+def make_gym_cartpole(s: Settings) -> Any:
+    import gymnasium as gym
+
+    return gym.make_vec(
+        "CartPole-v1",
+        num_envs=s.num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+
+
+def make_sb3_env(env: str, s: Settings) -> Any:
+    if env == "cartpole":
+        from stable_baselines3.common.env_util import make_vec_env
+
+        return make_vec_env("CartPole-v1", n_envs=s.num_envs, seed=s.seed)
+    from marlgrid.sb3 import MarlGridVecEnv
+
+    venv = MarlGridVecEnv(MARLGRID_ID, num_envs=s.num_envs)
+    venv.seed(s.seed)
+    return venv
+
+
+# --------------------------------------------------------------------------------------------------
+# Learners: each line is built and warmed up once, then timed in segments (repeats interleaved)
+# --------------------------------------------------------------------------------------------------
+
+
+def new_acc() -> dict[str, Any]:
+    return {"rollout": Clock(), "update": Clock(), "refresh": 0.0, "refreshes": 0}
+
+
+class Line:
+    """One learner on one env: ``segment(updates)`` runs timed updates into ``res``."""
+
+    res: Result
+
+    def segment(self, updates: int, per_update: int) -> None:
+        raise NotImplementedError
+
+
+class Ours(Line):
+    """marlgrid.agents.ppo: rollouts by VectorRollout, updates by PPO.update."""
+
+    def __init__(self, env: str, line: str, s: Settings, warmup: int) -> None:
+        from marlgrid.agents.ppo import PPO, PPOConfig, RolloutBuffer, VectorRollout
+
+        self.res = Result(env, line)
+        t0 = Clock.now()
+        if env == "cartpole":
+            envs = make_gym_cartpole(s)
+        else:
+            envs = MarlGridBatched(MARLGRID_ID, s.num_envs)
+        # SB3's defaults where the two differ (no entropy bonus, no value clipping, constant
+        # learning rate, no KL stop), so both do the same work per update
+        cfg = PPOConfig(
+            memory="lstm" if "lstm" in line else "gru",
+            hidden_size=s.hidden,
+            trunk_sizes=() if env == "cartpole" else (FEATURES_DIM,),
+            head_sizes=(s.hidden,),
+            conv_channels=(32,),
+            num_steps=s.num_steps,
+            update_epochs=s.epochs,
+            num_minibatches=s.minibatches,
+            chunk_len=s.chunk_len,
+            refresh_interval=0 if line.endswith("norefresh") else 2,
+            lr=3e-4,
+            anneal_lr=False,
+            ent_coef=0.0,
+            clip_vloss=False,
+            kl_target=None,
+            seed=s.seed,
+        )
+        self.learner = PPO(envs.single_observation_space, envs.single_action_space, cfg)
+        self.res.params = sum(p.numel() for p in self.learner.net.parameters())
+        if hasattr(self.learner, "new_buffer"):
+            self.buffer = self.learner.new_buffer(s.num_envs)
+        else:  # an older marlgrid (to measure before/after): every step's state is stored
+            self.buffer = RolloutBuffer(
+                s.num_steps, s.num_envs, envs.single_observation_space, self.learner.net.state_size
+            )
+        self.rollout = VectorRollout(envs, self.learner, seed=s.seed)
+        for _ in range(warmup):
+            self.one_update(new_acc())
+        self.res.setup_s = Clock.now().since(t0).wall
+
+    def one_update(self, acc: dict[str, Any]) -> None:
+        start = Clock.now()
+        self.rollout.collect(self.buffer)
+        mid = Clock.now()
+        metrics = self.learner.update(self.buffer)
+        acc["rollout"].add(mid.since(start))
+        acc["update"].add(Clock.now().since(mid))
+        acc["refresh"] += metrics["charts/refresh_time"]
+        acc["refreshes"] += int(metrics["charts/refreshes"])
+
+    def segment(self, updates: int, per_update: int) -> None:
+        acc = new_acc()
+        for _ in range(updates):
+            self.one_update(acc)
+        record(self.res, updates * per_update, acc)
+
+
+class SB3(Line):
+    """SB3 PPO or sb3-contrib RecurrentPPO, with its two phases timed."""
+
+    def __init__(self, env: str, line: str, s: Settings, warmup: int) -> None:
+        import torch
+        from stable_baselines3 import PPO
+
+        self.res = Result(env, line)
+        if line.startswith("rppo"):
+            from sb3_contrib import RecurrentPPO as base
+        else:
+            base = PPO
+        acc = self.acc = new_acc()
+
+        class Timed(base):  # type: ignore[misc, valid-type]
+            """Times SB3's two phases: collect_rollouts and train."""
+
+            def collect_rollouts(self, *args: Any, **kwargs: Any) -> bool:
+                start = Clock.now()
+                out = super().collect_rollouts(*args, **kwargs)
+                acc["rollout"].add(Clock.now().since(start))
+                return out
+
+            def train(self) -> None:
+                start = Clock.now()
+                super().train()
+                acc["update"].add(Clock.now().since(start))
+
+        t0 = Clock.now()
+        venv = make_sb3_env(env, s)
+        if env == "cartpole":
+            policy_kwargs: dict[str, Any] = {}
+        else:
+            from marlgrid.sb3 import symbolic_policy_kwargs
+
+            policy_kwargs = symbolic_policy_kwargs(FEATURES_DIM)
+        if line.startswith("rppo"):
+            policy = "MlpLstmPolicy"
+            policy_kwargs.update(
+                lstm_hidden_size=s.hidden, net_arch={"pi": [s.hidden], "vf": [s.hidden]}
+            )
+            if line == "rppo_shared":  # one LSTM for actor and critic, as ours
+                policy_kwargs.update(shared_lstm=True, enable_critic_lstm=False)
+        else:
+            policy = "MlpPolicy"
+            policy_kwargs.update(net_arch={"pi": [s.hidden, s.hidden], "vf": [s.hidden, s.hidden]})
+        self.model = Timed(
+            policy,
+            venv,
+            n_steps=s.num_steps,
+            batch_size=s.batch_size,
+            n_epochs=s.epochs,
+            seed=s.seed,
+            device="cpu",
+            policy_kwargs=policy_kwargs,
+            verbose=0,
+        )
+        torch.set_num_threads(1)  # SB3 sets it from its own argument
+        self.res.params = sum(p.numel() for p in self.model.policy.parameters())
+        if warmup:
+            self.model.learn(warmup * s.num_steps * s.num_envs)
+        self.res.setup_s = Clock.now().since(t0).wall
+
+    def segment(self, updates: int, per_update: int) -> None:
+        self.acc.update(new_acc())
+        self.model.learn(updates * per_update, reset_num_timesteps=False)
+        record(self.res, updates * per_update, self.acc)
+
+
+def record(res: Result, steps: int, acc: dict[str, Any]) -> None:
+    """Add a timed segment to ``res``; keep the best one (by CPU rate) in the top-level fields."""
+    rollout, update = acc["rollout"], acc["update"]
+    cpu, wall = rollout.cpu + update.cpu, rollout.wall + update.wall
+    rep = {
+        "steps": steps,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "sps_cpu": steps / cpu,
+        "sps_wall": steps / wall,
+        "rollout_cpu_s": rollout.cpu,
+        "update_cpu_s": update.cpu,
+        "rollout_wall_s": rollout.wall,
+        "update_wall_s": update.wall,
+        "refresh_wall_s": acc["refresh"],
+        "refreshes": acc["refreshes"],
+    }
+    res.repeats.append(rep)
+    if res.cpu_s == 0 or rep["sps_cpu"] > res.sps_cpu:
+        res.steps, res.cpu_s, res.wall_s = steps, cpu, wall
+        res.rollout_cpu_s, res.update_cpu_s = rollout.cpu, update.cpu
+        res.rollout_wall_s, res.update_wall_s = rollout.wall, update.wall
+        res.refresh_wall_s, res.refreshes = acc["refresh"], acc["refreshes"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------------
+
+
+def verdict(value: float, target: float, higher: bool = True) -> str:
+    if not np.isfinite(value):
+        return "SKIPPED"
+    return "PASS" if (value >= target if higher else value <= target) else "FAIL"
+
+
+def ratios(results: list[Result]) -> list[dict[str, Any]]:
+    """Ours against the peers (CPU rates, same run) and the refresh cost, with verdicts."""
+    out: list[dict[str, Any]] = []
+    by = {(r.env, r.line): r for r in results if r.status == "ok"}
+
+    def row(env: str, what: str, kind: str, value: float, target: float, higher: bool) -> None:
+        shown = f">= {target:g}x" if kind == "ratio" else f"<= {target:.0%}"
+        out.append(
+            {
+                "env": env,
+                "what": what,
+                "kind": kind,
+                "value": value,
+                "target": shown,
+                "verdict": verdict(value, target, higher),
+            }
+        )
+
+    for env in ENVS:
+        for line in OURS:
+            ours = by.get((env, line))
+            if ours is None:
+                continue
+            for peer in PEERS:
+                other = by.get((env, peer))
+                if other is not None:
+                    target = TARGET_VS_PPO if peer == "ppo" else TARGET_VS_RPPO
+                    row(
+                        env, f"{line} / {peer}", "ratio", ours.sps_cpu / other.sps_cpu, target, True
+                    )
+        for line in OURS[::2]:  # the lines with refreshing
+            ours = by.get((env, line))
+            if ours is None:
+                continue
+            what = f"{line}: refresh time / rest of update time"
+            row(env, what, "share", ours.refresh_share, TARGET_REFRESH, False)
+            off = by.get((env, line + "_norefresh"))
+            if off is not None:
+                value = ours.update_cpu_s / off.update_cpu_s - 1.0
+                what = f"{line}: update CPU time / {line}_norefresh's - 1"
+                row(env, what, "share", value, TARGET_REFRESH, False)
+    return out
+
+
+def print_report(results: list[Result], rows: list[dict[str, Any]]) -> None:
+    head = (
+        f"{'env':9s} {'line':20s} {'steps/CPU-s':>11s} {'steps/s':>8s} {'rollout':>8s} "
+        f"{'update':>7s} {'refresh':>8s} {'params':>8s} {'setup s':>7s}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        if r.status != "ok":
+            print(f"{r.env:9s} {r.line:20s} {r.status}: {r.reason}")
+            continue
+        split = r.rollout_cpu_s + r.update_cpu_s
+        refresh = f"{r.refresh_share:8.0%}" if r.refreshes else f"{'-':>8s}"
+        print(
+            f"{r.env:9s} {r.line:20s} {r.sps_cpu:11,.0f} {r.sps_wall:8,.0f} "
+            f"{r.rollout_cpu_s / split:8.0%} {r.update_cpu_s / split:7.0%} {refresh} "
+            f"{r.params:8,d} {r.setup_s:7.1f}"
+        )
+    print()
+    print(
+        "steps/CPU-s: env steps per CPU-second of this process (best segment); steps/s: wall.\n"
+        "rollout/update: shares of CPU time. refresh: time refreshing / rest of the update time."
+    )
+    print()
+    for r in rows:
+        shown = f"{r['value']:.2f}x" if r["kind"] == "ratio" else f"{r['value']:.0%}"
+        print(f"{r['env']:9s} {r['what']:50s} {shown:>8s}  {r['target']:>7s}  {r['verdict']}")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("torch", "stable-baselines3", "sb3-contrib", "gymnasium", "numpy", "numba"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--timesteps",
+        type=int,
+        default=4096,
+        help="env steps per timed segment for ours and PPO (rounded to whole updates)",
+    )
+    p.add_argument(
+        "--rppo-timesteps",
+        type=int,
+        default=2048,
+        help="env steps per timed segment for RecurrentPPO (slow; rounded to whole updates)",
+    )
+    p.add_argument("--only", nargs="+", choices=LINES, default=list(LINES), help="lines to run")
+    p.add_argument("--envs", nargs="+", choices=ENVS, default=list(ENVS), help="envs to run on")
+    p.add_argument(
+        "--repeats", type=int, default=2, help="timed segments per line (the best is reported)"
+    )
+    p.add_argument("--warmup", type=int, default=1, help="untimed updates before timing")
+    p.add_argument("--num-envs", type=int, default=Settings.num_envs)
+    p.add_argument("--num-steps", type=int, default=Settings.num_steps)
+    p.add_argument("--epochs", type=int, default=Settings.epochs)
+    p.add_argument("--minibatches", type=int, default=Settings.minibatches)
+    p.add_argument("--hidden", type=int, default=Settings.hidden)
+    p.add_argument("--chunk-len", type=int, default=Settings.chunk_len)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the results here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", module="gymnasium")
+    s = Settings(
+        num_envs=args.num_envs,
+        num_steps=args.num_steps,
+        epochs=args.epochs,
+        minibatches=args.minibatches,
+        hidden=args.hidden,
+        chunk_len=args.chunk_len,
+        seed=args.seed,
+    )
+    per_update = s.num_envs * s.num_steps
+    print(
+        f"settings: {asdict(s)} (batch_size {s.batch_size}); 1 torch thread; "
+        f"{args.warmup} warm-up update(s), then {args.repeats} timed segment(s) per line"
+    )
+    results: list[Result] = []
+    for env in args.envs:
+        lines: list[Line] = []
+        for name in args.only:  # build and warm up every line, then time them in turns
+            print(f"  {env}/{name}: setup and {args.warmup} warm-up update(s)", flush=True)
+            try:
+                lines.append((Ours if name in OURS else SB3)(env, name, s, args.warmup))
+            except ImportError as exc:
+                results.append(Result(env, name, status="SKIPPED", reason=str(exc)))
+            except Exception as exc:  # noqa: BLE001 - report and go on with the other lines
+                results.append(Result(env, name, "ERROR", f"{type(exc).__name__}: {exc}"))
+        for rep in range(args.repeats):
+            for line in lines:
+                if line.res.status != "ok":
+                    continue
+                steps = args.rppo_timesteps if line.res.line.startswith("rppo") else args.timesteps
+                updates = max(1, round(steps / per_update))
+                print(
+                    f"  {env}/{line.res.line}: segment {rep + 1}, {updates} update(s)", flush=True
+                )
+                try:
+                    line.segment(updates, per_update)
+                except Exception as exc:  # noqa: BLE001
+                    line.res.status, line.res.reason = "ERROR", f"{type(exc).__name__}: {exc}"
+        results += [line.res for line in lines]
+    order = {name: i for i, name in enumerate(LINES)}
+    results.sort(key=lambda r: (ENVS.index(r.env), order[r.line]))
+    print()
+    rows = ratios(results)
+    print_report(results, rows)
+    if args.json:
+        out = {
+            "settings": asdict(s),
+            "timesteps": args.timesteps,
+            "rppo_timesteps": args.rppo_timesteps,
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "marlgrid_env": MARLGRID_ID,
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+            "load_avg": os.getloadavg(),
+            "versions": versions(),
+            "results": [
+                {
+                    **asdict(r),
+                    "sps_cpu": r.sps_cpu,
+                    "sps_wall": r.sps_wall,
+                    "refresh_share": r.refresh_share,
+                }
+                for r in results
+            ],
+            "ratios": rows,
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2, default=float)
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
