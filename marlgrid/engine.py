@@ -232,23 +232,8 @@ class Engine:
 
     def observe(self, envs: np.ndarray | None = None) -> None:
         """Rebuild the views of ``envs`` (all by default) from the current state."""
-        envs = self.all_envs if envs is None else envs
-        K.observe(
-            envs,
-            self.grid,
-            self.pos,
-            self.dirs,
-            self.carrying,
-            self.status,
-            self.prestige,
-            self.acfg_i,
-            self.acfg_f,
-            self.hide,
-            self.sym,
-            self.vis,
-            self._opaque,
-            self.just_done,
-        )
+        envs = self.all_envs if envs is None else np.asarray(envs, dtype=np.int64)
+        K.observe(envs, *self._observe_args[1:])
         if self._converted:
             self._convert(envs)
 
