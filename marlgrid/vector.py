@@ -59,7 +59,6 @@ class VectorEnv:
         self._final_obs = self._alloc_obs()
         self._episode_r = np.zeros((num_envs, self.num_agents), dtype=np.float64)
         self._episode_l = np.zeros(num_envs, dtype=np.int64)
-        self._next_seed: int | None = None
 
     # -- spaces -------------------------------------------------------------------------------
 
