@@ -228,15 +228,17 @@ def test_env_reset_ends_idle_slots_too():
     group = PolicyGroup("main", learner, ["agent_0", "agent_1"])
     group.buffer = learner.new_buffer(2)
     obs = {a: np.zeros((1, 3), np.float32) for a in group.agents}
-    group.begin(obs, 1)
+    group.begin(obs, 1, active=np.array([[False, True]]))  # agent_0 finished earlier
     group.act()
-    infos = {"_final_obs": np.array([True]), "final_obs": obs}
+    infos = {"_final_obs": np.array([True]), "final_obs": obs, "active": np.ones((1, 2), bool)}
     # agent_0 terminated earlier (idle, no flag now); agent_1 is truncated as the env resets.
     term, trunc = np.array([[False, False]]), np.array([[False, True]])
     group.record(obs, np.zeros((1, 2), np.float32), term, trunc, infos, [0, 1])
     assert group.starts.tolist() == [True, True]
     assert group.buffer.terminations[0].tolist() == [True, False]
     assert group.buffer.truncations[0].tolist() == [False, True]
+    assert group.buffer.valid[0].tolist() == [False, True]  # the idle step is not learned from
+    assert group.active.tolist() == [True, True]  # both in play in the new episode
 
 
 def test_fresh_start_drops_old_log_rows(tmp_path):

@@ -331,6 +331,7 @@ class RolloutBuffer:
         self.rewards = zeros(T, B)
         self.terminations = zeros(T, B, dtype=torch.bool)
         self.truncations = zeros(T, B, dtype=torch.bool)
+        self.valid = torch.ones(T, B, dtype=torch.bool, device=device)  # steps the loss uses
         self.trunc_values = zeros(T, B)
         self.advantages = zeros(T, B)
         self.returns = zeros(T, B)
@@ -361,9 +362,15 @@ class RolloutBuffer:
         rewards: Tensor,
         terminations: Tensor,
         truncations: Tensor,
+        valid: Tensor | None = None,
     ) -> None:
-        """Store one step for all batch slots (``states`` only at multiples of ``state_stride``)."""
+        """Store one step for all batch slots (``states`` only at multiples of ``state_stride``).
+
+        ``valid`` (default all true) marks the slots whose step the loss may use; a slot whose
+        agent is out of play (waiting to spawn, or finished while its env plays on) is not.
+        """
         self.add_action(obs, resets, states, actions, logp, values)
+        self.valid[self.pos] = True if valid is None else valid
         self.add_outcome(rewards, terminations, truncations)
 
     def add_action(
@@ -657,8 +664,9 @@ class PPO:
             for ids in perm.tensor_split(min(cfg.num_minibatches, n_chunks * B)):
                 c, b = ids // B, ids % B
                 t = c * L + steps  # (L, N) time index of each chunk step
-                mask = t < T
+                pad = t < T
                 t = t.clamp(max=T - 1)
+                mask = pad & buffer.valid[t, b]
                 obs = obs_index(buffer.obs, (t, b))
                 logits, new_values = net.evaluate(
                     obs, buffer.states[c * chunk_state, b], buffer.resets[t, b]

@@ -8,9 +8,9 @@ A learner's batch slots are its (env, agent) pairs, slot ``n * J + j`` for env `
 ``j``-th agent, so one forward per step serves all of them. Memory states are zeroed per slot when
 that agent's episode ends (termination, truncation, or its env's reset).
 
-An agent that terminates without respawn while its env plays on stays out of play until the env
-resets; its slot keeps being stepped with blank views and zero reward in the meantime (use
-``respawn=True``, the default of goal cycle, to avoid such steps).
+An agent out of play (terminated without respawn while its env plays on, or waiting to spawn)
+keeps its slot: the slot is stepped with blank views and zero reward, and those steps are stored
+as not valid, so the loss leaves them out.
 """
 
 from __future__ import annotations
@@ -40,11 +40,15 @@ class PolicyGroup:
     obs: Any = None
     state: Tensor | None = None
     starts: Tensor | None = None
+    active: Tensor | None = None
     _step: dict[str, Tensor] = field(default_factory=dict)
 
-    def begin(self, obs: dict[str, Any], num_envs: int) -> None:
-        """Start from fresh episodes with observations ``obs``."""
+    def begin(self, obs: dict[str, Any], num_envs: int, active: np.ndarray | None = None) -> None:
+        """Start from fresh episodes with observations ``obs`` (``active``: ``(N, J)`` in play)."""
         slots = num_envs * len(self.agents)
+        self.active = torch.ones(slots, dtype=torch.bool, device=self.learner.device)
+        if active is not None:
+            self.active = torch.as_tensor(active.reshape(-1), device=self.learner.device)
         self.obs = obs_to_tensor(slot_obs(obs, self.agents), self.learner.device)
         self.state = self.learner.initial_state(slots)
         self.starts = torch.ones(slots, dtype=torch.bool, device=self.learner.device)
@@ -91,6 +95,7 @@ class PolicyGroup:
                 torch.as_tensor(rew, dtype=torch.float32, device=device),
                 torch.as_tensor(term, device=device),
                 torch.as_tensor(trunc, device=device),
+                valid=self.active,  # steps taken out of play are left out of the loss
             )
             boot = trunc & ~term
             if boot.any():
@@ -100,6 +105,7 @@ class PolicyGroup:
                 ids_t = torch.as_tensor(ids, device=device)
                 self.buffer.add_final(ids_t, final, self.learner.value(final, self.state[ids_t]))
         self.starts = torch.as_tensor(term | trunc, device=device)
+        self.active = torch.as_tensor(infos["active"][:, index].reshape(-1), device=device)
         self.obs = obs_to_tensor(slot_obs(next_obs, self.agents), device)
 
     def finish(self) -> None:
@@ -137,9 +143,9 @@ class MultiAgentRollout:
         if missing:
             raise ValueError(f"agents {missing} have no role; give each agent id a role")
         self.actions = np.zeros((vec.num_envs, vec.num_agents), dtype=np.int64)
-        obs, _ = vec.reset(seed=seed)
+        obs, infos = vec.reset(seed=seed)
         for g in groups:
-            g.begin(obs, vec.num_envs)
+            g.begin(obs, vec.num_envs, infos["active"][:, self._index[g.name]])
             if g.train and g.buffer is None:
                 raise ValueError(f"learner {g.name!r} needs a rollout buffer")
         self.episode_returns: list[np.ndarray] = []  # per ended episode: returns of every agent

@@ -180,3 +180,52 @@ def test_runs_on_a_gymnasium_vector_env() -> None:
     cfg = PPOConfig(**SMALL, num_steps=16)
     _, history = train_on_vector_env(envs, cfg, total_timesteps=2 * 16 * 4)
     assert len(history) == 2 and history[-1]["charts/episodes"] > 0
+
+
+def test_invalid_steps_do_not_change_the_update():
+    """Steps marked not valid (agents out of play) are left out of every loss term."""
+    import numpy as np
+    import torch
+    from gymnasium import spaces
+
+    from marlgrid.agents.ppo import PPO, PPOConfig
+
+    def run(garbage: float):
+        cfg = PPOConfig(
+            num_steps=8,
+            chunk_len=4,
+            num_minibatches=1,
+            update_epochs=1,
+            kl_target=None,
+            refresh_interval=0,
+            seed=0,
+            norm_adv=False,
+        )
+        space = spaces.Box(-1e9, 1e9, (3,), np.float32)
+        learner = PPO(space, spaces.Discrete(2), cfg)
+        buf = learner.new_buffer(2)
+        state = learner.initial_state(2)
+        gen = torch.Generator().manual_seed(0)
+        for t in range(8):
+            obs = torch.rand(2, 3, generator=gen)
+            valid = torch.tensor([True, t < 4])
+            obs[1] = torch.where(valid[1], obs[1], torch.full((3,), garbage))
+            a, logp, v, state = learner.act(obs, state)
+            buf.add(
+                obs,
+                torch.tensor([t == 0, t == 0]),
+                state,
+                a,
+                logp,
+                v,
+                torch.ones(2),
+                torch.tensor([False, t == 3]),
+                torch.zeros(2, dtype=torch.bool),
+                valid=valid,
+            )
+        buf.finish(obs, state, torch.zeros(2, dtype=torch.bool), torch.zeros(2))
+        learner.update(buf)
+        return [p.detach().clone() for p in learner.net.parameters()]
+
+    for a, b in zip(run(0.0), run(123.0), strict=True):
+        torch.testing.assert_close(a, b)
