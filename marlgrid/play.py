@@ -254,14 +254,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keys", default=None, help="comma-separated key names to play instead of the keyboard"
     )
-    p.add_argument(
+    add_set_option(p)
+    return p
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--set NAME=VALUE`` env-override option (read back with :func:`parse_overrides`)."""
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="env setting override (Python literal), e.g. --set max_steps=50",
     )
-    return p
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:

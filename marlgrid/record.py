@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from marlgrid.play import parse_overrides
+from marlgrid.play import add_set_option, parse_overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,13 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tile-size", type=int, default=None, help="pixels per map cell")
     p.add_argument("--no-views", action="store_true", help="no column of agent views")
     p.add_argument("--no-highlight", action="store_true", help="no field-of-view tint")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="env setting override (Python literal), e.g. --set max_steps=50",
-    )
+    add_set_option(p)
     return p
 
 
