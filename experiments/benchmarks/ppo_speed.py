@@ -97,6 +97,8 @@ class Result:
     update_wall_s: float = 0.0
     refresh_wall_s: float = 0.0  # ours: time in refresh, inside update_wall_s
     refreshes: int = 0
+    minibatches: int = 0  # ours: minibatches stepped
+    forward_pass_s: float = 0.0  # ours: one no-grad pass over a whole rollout (see Ours.floor)
     setup_s: float = 0.0  # construction + warm-up updates
     params: int = 0
     repeats: list[dict[str, float]] = field(default_factory=list)
@@ -114,6 +116,15 @@ class Result:
         """Refresh time over the rest of the update time (what refreshing adds to an update)."""
         rest = self.update_wall_s - self.refresh_wall_s
         return self.refresh_wall_s / rest if self.refreshes and rest > 0 else float("nan")
+
+    @property
+    def refresh_floor_share(self) -> float:
+        """The least an exact refresh can add: refreshes x one forward pass over the rollout,
+        over the rest of the update time."""
+        rest = self.update_wall_s - self.refresh_wall_s
+        if not (self.refreshes and self.forward_pass_s and rest > 0):
+            return float("nan")
+        return self.refreshes * self.forward_pass_s / rest
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,7 +193,7 @@ def make_sb3_env(env: str, s: Settings) -> Any:
 
 
 def new_acc() -> dict[str, Any]:
-    return {"rollout": Clock(), "update": Clock(), "refresh": 0.0, "refreshes": 0}
+    return {"rollout": Clock(), "update": Clock(), "refresh": 0.0, "refreshes": 0, "minibatches": 0}
 
 
 class Line:
@@ -211,9 +222,13 @@ class Ours(Line):
         cfg = PPOConfig(
             memory="lstm" if "lstm" in line else "gru",
             hidden_size=s.hidden,
+            # marlgrid: the SB3 lines' extractor (marlgrid.sb3.SymbolicGridExtractor): 8-wide
+            # embeddings, 2x2 convs of 32 and 64 channels without padding, 128 features
             trunk_sizes=() if env == "cartpole" else (FEATURES_DIM,),
             head_sizes=(s.hidden,),
-            conv_channels=(32,),
+            conv_channels=(32, 64),
+            conv_kernel=2,
+            conv_padding=0,
             num_steps=s.num_steps,
             update_epochs=s.epochs,
             num_minibatches=s.minibatches,
@@ -248,12 +263,32 @@ class Ours(Line):
         acc["update"].add(Clock.now().since(mid))
         acc["refresh"] += metrics["charts/refresh_time"]
         acc["refreshes"] += int(metrics["charts/refreshes"])
+        acc["minibatches"] += int(metrics["charts/minibatches"])
 
     def segment(self, updates: int, per_update: int) -> None:
         acc = new_acc()
         for _ in range(updates):
             self.one_update(acc)
         record(self.res, updates * per_update, acc)
+
+    def floor(self, repeats: int = 20) -> None:
+        """Time the least work of an exact refresh: with the current network and no gradients,
+        features of every stored observation, memory outputs at every step and values. The
+        memory runs as one fused call over the whole rollout with its reset flags ignored and no
+        states kept (same arithmetic, fewest calls); the best of ``repeats``."""
+        import torch
+
+        net, buf = self.learner.net, self.buffer
+        T, B = buf.num_steps, buf.num_envs
+        no_resets = torch.zeros_like(buf.resets)
+        best = float("inf")
+        with torch.inference_mode():
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                out, _ = net.memory(net.features(buf.obs, T, B), buf.states[0], no_resets)
+                net.heads(out, policy=False)
+                best = min(best, time.perf_counter() - t0)
+        self.res.forward_pass_s = best
 
 
 class SB3(Line):
@@ -341,6 +376,7 @@ def record(res: Result, steps: int, acc: dict[str, Any]) -> None:
         "update_wall_s": update.wall,
         "refresh_wall_s": acc["refresh"],
         "refreshes": acc["refreshes"],
+        "minibatches": acc.get("minibatches", 0),
     }
     res.repeats.append(rep)
     if res.cpu_s == 0 or rep["sps_cpu"] > res.sps_cpu:
@@ -348,6 +384,7 @@ def record(res: Result, steps: int, acc: dict[str, Any]) -> None:
         res.rollout_cpu_s, res.update_cpu_s = rollout.cpu, update.cpu
         res.rollout_wall_s, res.update_wall_s = rollout.wall, update.wall
         res.refresh_wall_s, res.refreshes = acc["refresh"], acc["refreshes"]
+        res.minibatches = acc.get("minibatches", 0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -397,6 +434,8 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
                 continue
             what = f"{line}: refresh time / rest of update time"
             row(env, what, "share", ours.refresh_share, TARGET_REFRESH, False)
+            what = f"{line}: least an exact refresh can add (forward passes)"
+            row(env, what, "share", ours.refresh_floor_share, TARGET_REFRESH, False)
             off = by.get((env, line + "_norefresh"))
             if off is not None:
                 value = ours.update_cpu_s / off.update_cpu_s - 1.0
@@ -429,9 +468,20 @@ def print_report(results: list[Result], rows: list[dict[str, Any]]) -> None:
         "rollout/update: shares of CPU time. refresh: time refreshing / rest of the update time."
     )
     print()
+    for r in results:
+        if r.status == "ok" and r.refreshes and r.minibatches:
+            train = (r.update_wall_s - r.refresh_wall_s) / r.minibatches
+            per_refresh = r.refresh_wall_s / r.refreshes
+            print(
+                f"{r.env:9s} {r.line:20s} per refresh {per_refresh * 1e3:6.2f} ms, "
+                f"one forward pass over the rollout {r.forward_pass_s * 1e3:6.2f} ms, "
+                f"per minibatch (rest of update) {train * 1e3:6.2f} ms, "
+                f"{r.refreshes / r.minibatches:.2f} refreshes per minibatch"
+            )
+    print()
     for r in rows:
         shown = f"{r['value']:.2f}x" if r["kind"] == "ratio" else f"{r['value']:.0%}"
-        print(f"{r['env']:9s} {r['what']:50s} {shown:>8s}  {r['target']:>7s}  {r['verdict']}")
+        print(f"{r['env']:9s} {r['what']:58s} {shown:>8s}  {r['target']:>7s}  {r['verdict']}")
 
 
 def versions() -> dict[str, str]:
@@ -524,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
                     line.segment(updates, per_update)
                 except Exception as exc:  # noqa: BLE001
                     line.res.status, line.res.reason = "ERROR", f"{type(exc).__name__}: {exc}"
+        for line in lines:
+            if isinstance(line, Ours) and line.res.status == "ok":
+                line.floor()
         results += [line.res for line in lines]
     order = {name: i for i, name in enumerate(LINES)}
     results.sort(key=lambda r: (ENVS.index(r.env), order[r.line]))
@@ -547,6 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                     "sps_cpu": r.sps_cpu,
                     "sps_wall": r.sps_wall,
                     "refresh_share": r.refresh_share,
+                    "refresh_floor_share": r.refresh_floor_share,
                 }
                 for r in results
             ],

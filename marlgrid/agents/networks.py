@@ -43,7 +43,9 @@ class NetworkConfig:
     hidden_size: int = 128  # memory core width (output size of 'none')
     trunk_sizes: tuple[int, ...] = (128,)  # MLP between encoder and memory core
     head_sizes: tuple[int, ...] = (64,)  # hidden layers of each of the policy and value heads
-    conv_channels: tuple[int, ...] = (32, 32)  # 3x3 conv layers applied on the cell grid
+    conv_channels: tuple[int, ...] = (32, 32)  # conv layers applied on the cell grid
+    conv_kernel: int = 3  # kernel size of those conv layers
+    conv_padding: int = 1  # zero padding of those conv layers (1 keeps a 3x3 conv's grid size)
     embed_dim: int = 8  # embedding width per symbolic channel (type, color, state)
     symbolic_vocab: tuple[int, int, int] = (16, 32, 8)  # minimum table sizes (type, color, state)
     tile_size: int = 8  # pixels per cell for pixel observations
@@ -71,12 +73,46 @@ def mlp(
     return nn.Sequential(*layers), d
 
 
-def _conv_stack(in_ch: int, channels: Sequence[int]) -> tuple[nn.Sequential, int]:
+def _conv_stack(
+    in_ch: int, channels: Sequence[int], cfg: NetworkConfig, size: tuple[int, int]
+) -> tuple[nn.Sequential, int]:
+    """Conv + ReLU layers (``cfg.conv_kernel``, ``cfg.conv_padding``) on a ``size`` grid;
+    returns ``(module, number of output features)``."""
+    k, pad = cfg.conv_kernel, cfg.conv_padding
+    if k < 1 or pad < 0:
+        raise ValueError(f"conv_kernel must be >= 1 and conv_padding >= 0, got {k} and {pad}")
     layers: list[nn.Module] = []
+    h, w = size
     for ch in channels:
-        layers += [nn.Conv2d(in_ch, ch, 3, padding=1), nn.ReLU()]
+        h, w = h + 2 * pad - k + 1, w + 2 * pad - k + 1
+        if h < 1 or w < 1:
+            raise ValueError(
+                f"{len(channels)} conv layers of kernel {k} and padding {pad} shrink the "
+                f"{size[0]}x{size[1]} grid to nothing; use fewer layers or more padding"
+            )
+        layers += [nn.Conv2d(in_ch, ch, k, padding=pad), nn.ReLU(inplace=True)]
         in_ch = ch
-    return nn.Sequential(*layers), in_ch
+    return nn.Sequential(*layers), in_ch * h * w
+
+
+class _Lookup(torch.autograd.Function):
+    """``weight[idx]`` whose backward is one ``index_add_`` (``nn.Embedding``'s CPU backward
+    sorts the indices first and costs several times more on small tables)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, weight: Tensor, idx: Tensor) -> Tensor:
+        ctx.save_for_backward(idx)
+        ctx.num_rows = weight.shape[0]  # type: ignore[attr-defined]
+        return weight.index_select(0, idx.reshape(-1)).view(*idx.shape, weight.shape[1])
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: Tensor
+    ) -> tuple[Tensor, None]:
+        (idx,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        flat = grad.reshape(-1, grad.shape[-1])
+        out = flat.new_zeros(ctx.num_rows, flat.shape[1])  # type: ignore[attr-defined]
+        return out.index_add_(0, idx.reshape(-1), flat), None
 
 
 class Encoder(nn.Module):
@@ -128,13 +164,15 @@ class SymbolicEncoder(Encoder):
         vocab = [max(int(v), int(hi) + 1) for v, hi in zip(cfg.symbolic_vocab, high, strict=True)]
         self.register_buffer("offsets", torch.tensor(np.cumsum([0, *vocab[:-1]])), persistent=False)
         self.embed = nn.Embedding(sum(vocab), cfg.embed_dim)
-        self.convs, ch = _conv_stack(3 * cfg.embed_dim, cfg.conv_channels)
-        self.output_size = ch * h * w
+        self.convs, self.output_size = _conv_stack(
+            3 * cfg.embed_dim, cfg.conv_channels, cfg, (h, w)
+        )
 
     def forward(self, obs: Tensor) -> Tensor:
         n, h, w, _ = obs.shape
-        x = self.embed(obs.long() + self.offsets).view(n, h, w, -1).permute(0, 3, 1, 2)
-        return self.convs(x).reshape(n, -1)
+        idx = obs.long() + self.offsets
+        x = _Lookup.apply(self.embed.weight, idx) if torch.is_grad_enabled() else self.embed(idx)
+        return self.convs(x.view(n, h, w, -1).permute(0, 3, 1, 2)).reshape(n, -1)
 
 
 class PixelEncoder(Encoder):
@@ -151,8 +189,9 @@ class PixelEncoder(Encoder):
             )
         first = cfg.conv_channels[0] if cfg.conv_channels else 32
         self.cell = nn.Conv2d(c, first, kernel_size=ts, stride=ts)
-        self.convs, ch = _conv_stack(first, cfg.conv_channels[1:])
-        self.output_size = ch * (h // ts) * (w // ts)
+        self.convs, self.output_size = _conv_stack(
+            first, cfg.conv_channels[1:], cfg, (h // ts, w // ts)
+        )
 
     def forward(self, obs: Tensor) -> Tensor:
         x = obs.permute(0, 3, 1, 2).float() / 255.0
@@ -165,8 +204,7 @@ class OneHotImageEncoder(Encoder):
     def __init__(self, space: spaces.Box, cfg: NetworkConfig) -> None:
         super().__init__()
         h, w, c = space.shape
-        self.convs, ch = _conv_stack(c, cfg.conv_channels)
-        self.output_size = ch * h * w
+        self.convs, self.output_size = _conv_stack(c, cfg.conv_channels, cfg, (h, w))
 
     def forward(self, obs: Tensor) -> Tensor:
         return self.convs(obs.permute(0, 3, 1, 2).float()).reshape(obs.shape[0], -1)

@@ -72,6 +72,8 @@ class PPOConfig:
     trunk_sizes: tuple[int, ...] = (128,)  # MLP between encoder and memory core
     head_sizes: tuple[int, ...] = (64,)  # hidden layers of each of the policy and value heads
     conv_channels: tuple[int, ...] = (32, 32)  # conv channels of image encoders
+    conv_kernel: int = 3  # kernel size of those convs
+    conv_padding: int = 1  # zero padding of those convs
     embed_dim: int = 8  # embedding width per symbolic channel
     tile_size: int = 8  # pixels per cell for pixel observations
     image_mode: str = "auto"  # image encoder: 'auto', 'symbolic', 'pixels' or 'onehot'
@@ -88,6 +90,8 @@ class PPOConfig:
             trunk_sizes=tuple(self.trunk_sizes),
             head_sizes=tuple(self.head_sizes),
             conv_channels=tuple(self.conv_channels),
+            conv_kernel=self.conv_kernel,
+            conv_padding=self.conv_padding,
             embed_dim=self.embed_dim,
             tile_size=self.tile_size,
             image_mode=self.image_mode,

@@ -99,6 +99,44 @@ def test_symbolic_embeddings_per_channel() -> None:
     assert enc.offsets.tolist() == [0, 16, 57] and enc.embed.num_embeddings == 65
 
 
+def test_symbolic_lookup_gradient_equals_embedding_gradient() -> None:
+    """The training-time lookup (one ``index_add_`` backward) gives nn.Embedding's gradient."""
+    enc = make_encoder(SYMBOLIC, CFG)
+    obs = _sample(SYMBOLIC, 6) % 20  # repeated ids, so rows of the table get summed gradients
+    with torch.no_grad():
+        inference_out = enc(obs)
+    out = enc(obs)
+    torch.testing.assert_close(out, inference_out)
+    weights = torch.randn_like(out)
+    (out * weights).sum().backward()
+    ours = enc.embed.weight.grad.clone()
+    enc.zero_grad()
+    idx = obs.long() + enc.offsets
+    x = enc.embed(idx).view(6, 7, 7, -1).permute(0, 3, 1, 2)
+    (enc.convs(x).reshape(6, -1) * weights).sum().backward()
+    torch.testing.assert_close(ours, enc.embed.weight.grad, atol=1e-6, rtol=1e-5)
+    assert ours.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    ("kernel", "padding", "channels", "size"),
+    [(3, 1, (8, 8), 8 * 7 * 7), (2, 0, (8, 16), 16 * 5 * 5), (3, 0, (4,), 4 * 5 * 5)],
+)
+def test_conv_kernel_and_padding(
+    kernel: int, padding: int, channels: tuple[int, ...], size: int
+) -> None:
+    cfg = NetworkConfig(conv_channels=channels, conv_kernel=kernel, conv_padding=padding)
+    enc = make_encoder(SYMBOLIC, cfg)
+    assert enc.output_size == size
+    assert enc(_sample(SYMBOLIC, 2)).shape == (2, size)
+
+
+def test_conv_stack_that_shrinks_the_grid_to_nothing_raises() -> None:
+    cfg = NetworkConfig(conv_channels=(8, 8, 8, 8), conv_kernel=3, conv_padding=0)
+    with pytest.raises(ValueError, match="shrink the 7x7 grid"):
+        make_encoder(SYMBOLIC, cfg)
+
+
 def test_dict_with_direction_is_one_hot() -> None:
     enc = make_encoder(DICT, CFG)
     obs = _sample(DICT, 4)
