@@ -195,6 +195,20 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
     assert len(list_checkpoints(tmp_path / "checkpoints")) == 3
 
 
+def test_checkpoint_of_another_format_is_refused(tmp_path):
+    train(_tiny_config(), tmp_path)
+    last = list_checkpoints(tmp_path / "checkpoints")[-1]
+    payload = torch.load(last, weights_only=True)
+    payload["format"] = 1
+    old = tmp_path / "old.pt"
+    torch.save(payload, old)
+    with pytest.raises(CheckpointError, match=r"has format 1; .* reads format 2 only"):
+        load_checkpoint(old)
+    torch.save({"net": {}}, old)
+    with pytest.raises(CheckpointError, match=r"is not a marlgrid checkpoint"):
+        load_checkpoint(old)
+
+
 def test_evaluate_prints_mean_return_with_ci(tmp_path):
     run_dir = tmp_path / "run"
     assert _run([*TINY, f"hydra.run.dir={run_dir}"]).returncode == 0

@@ -10,7 +10,9 @@ from typing import Any
 
 import torch
 
-FORMAT = 1
+#: 2: image encoders flatten their conv features cell by cell (channels last); format-1 weights
+#: would load but compute something else, so they are refused
+FORMAT = 2
 _NAME = re.compile(r"^ckpt_(\d{9})\.pt$")
 
 
@@ -70,8 +72,14 @@ def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -
             "truncated or corrupt. Other checkpoints in its folder are untouched: remove this "
             "one to resume from the previous one"
         ) from exc
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path} is not a marlgrid checkpoint (format {FORMAT})")
+    if payload["format"] != FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} has format {payload['format']!r}; this version of marlgrid reads "
+            f"format {FORMAT} only (older networks flattened image features differently). "
+            "Retrain, or use another run name (name=...) or resume=false to start over"
+        )
     if expected_config is not None:
         diff = first_difference(payload.get("identity", {}), expected_config)
         if diff is not None:

@@ -95,6 +95,15 @@ def _conv_stack(
     return nn.Sequential(*layers), in_ch * h * w
 
 
+def flatten_cells(x: Tensor) -> Tensor:
+    """Conv features ``(N, C, H, W)`` -> ``(N, H * W * C)``, cell by cell (channels last).
+
+    Convs on views of channels-last observations keep that memory layout, so this is a free view
+    where flattening channel by channel would copy (about a fifth of the encoder's time).
+    """
+    return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+
+
 class _Lookup(torch.autograd.Function):
     """``weight[idx]`` whose backward is one ``index_add_`` (``nn.Embedding``'s CPU backward
     sorts the indices first and costs several times more on small tables)."""
@@ -172,7 +181,7 @@ class SymbolicEncoder(Encoder):
         n, h, w, _ = obs.shape
         idx = obs.long() + self.offsets
         x = _Lookup.apply(self.embed.weight, idx) if torch.is_grad_enabled() else self.embed(idx)
-        return self.convs(x.view(n, h, w, -1).permute(0, 3, 1, 2)).reshape(n, -1)
+        return flatten_cells(self.convs(x.view(n, h, w, -1).permute(0, 3, 1, 2)))
 
 
 class PixelEncoder(Encoder):
@@ -195,7 +204,7 @@ class PixelEncoder(Encoder):
 
     def forward(self, obs: Tensor) -> Tensor:
         x = obs.permute(0, 3, 1, 2).float() / 255.0
-        return self.convs(torch.relu(self.cell(x))).reshape(obs.shape[0], -1)
+        return flatten_cells(self.convs(torch.relu(self.cell(x))))
 
 
 class OneHotImageEncoder(Encoder):
@@ -207,7 +216,7 @@ class OneHotImageEncoder(Encoder):
         self.convs, self.output_size = _conv_stack(c, cfg.conv_channels, cfg, (h, w))
 
     def forward(self, obs: Tensor) -> Tensor:
-        return self.convs(obs.permute(0, 3, 1, 2).float()).reshape(obs.shape[0], -1)
+        return flatten_cells(self.convs(obs.permute(0, 3, 1, 2).float()))
 
 
 class DictEncoder(Encoder):

@@ -16,6 +16,7 @@ from marlgrid.agents.networks import (
     OneHotImageEncoder,
     PixelEncoder,
     SymbolicEncoder,
+    flatten_cells,
     make_encoder,
 )
 from marlgrid.agents.ppo import alloc_obs
@@ -113,7 +114,7 @@ def test_symbolic_lookup_gradient_equals_embedding_gradient() -> None:
     enc.zero_grad()
     idx = obs.long() + enc.offsets
     x = enc.embed(idx).view(6, 7, 7, -1).permute(0, 3, 1, 2)
-    (enc.convs(x).reshape(6, -1) * weights).sum().backward()
+    (flatten_cells(enc.convs(x)) * weights).sum().backward()
     torch.testing.assert_close(ours, enc.embed.weight.grad, atol=1e-6, rtol=1e-5)
     assert ours.abs().sum() > 0
 
@@ -129,6 +130,17 @@ def test_conv_kernel_and_padding(
     enc = make_encoder(SYMBOLIC, cfg)
     assert enc.output_size == size
     assert enc(_sample(SYMBOLIC, 2)).shape == (2, size)
+
+
+def test_image_features_are_flattened_cell_by_cell() -> None:
+    """Features come cell by cell, each cell's channels together (a free view of the
+    channels-last conv output)."""
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).view(2, 3, 4, 5)  # (N, C, H, W)
+    flat = flatten_cells(x)
+    assert flat.shape == (2, 60)
+    assert flat[1, (2 * 5 + 3) * 3 + 1].item() == x[1, 1, 2, 3].item()
+    last = x.contiguous(memory_format=torch.channels_last)
+    assert flatten_cells(last).data_ptr() == last.data_ptr()  # no copy
 
 
 def test_conv_stack_that_shrinks_the_grid_to_nothing_raises() -> None:
