@@ -355,18 +355,11 @@ class MarlGridEnv(ParallelEnv):
         engine = self._engine
         grid = engine.grid[0].copy()
         if with_agents:
-            K.agent_colors(
-                engine.acfg_i,
-                engine.acfg_f,
-                engine.prestige,
-                engine.status,
-                engine.just_done,
-                engine.colors,
-            )
+            colors = engine.update_colors()
             for k in range(len(self.possible_agents) - 1, -1, -1):
                 if engine.status[0, k] == K.ACTIVE:
                     x, y = engine.pos[0, k]
-                    grid[x, y] = (AGENT, engine.colors[0, k], engine.dirs[0, k])
+                    grid[x, y] = (AGENT, colors[0, k], engine.dirs[0, k])
         return grid
 
     def state(self) -> np.ndarray:

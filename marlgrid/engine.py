@@ -247,14 +247,7 @@ class Engine:
                 from marlgrid.atlas import get_atlas
 
                 atlas = get_atlas(a.tile_size)
-                K.agent_colors(
-                    self.acfg_i,
-                    self.acfg_f,
-                    self.prestige,
-                    self.status,
-                    self.just_done,
-                    self.colors,
-                )
+                self.update_colors()
                 K.to_rgb(
                     envs,
                     self.sym,
@@ -268,6 +261,14 @@ class Engine:
                     atlas.palette,
                     self._views[k],
                 )
+
+    def update_colors(self) -> np.ndarray:
+        """Refresh and return :attr:`colors`: each agent's color id ``(N, K)`` as views show it
+        (its own, or its prestige level), -1 where it is not shown."""
+        K.agent_colors(
+            self.acfg_i, self.acfg_f, self.prestige, self.status, self.just_done, self.colors
+        )
+        return self.colors
 
     def visible_cells(self, n: int, k: int) -> np.ndarray:
         """Map cells agent ``k`` of env ``n`` sees, as a ``(W, H)`` bool mask."""

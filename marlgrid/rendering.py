@@ -307,7 +307,6 @@ class FrameRenderer:
             None if a.color == "prestige" else self.atlas.palette[COLOR_TO_IDX[a.color]]
             for a in cfgs
         ]
-        self._colors = np.zeros((engine.num_envs, len(cfgs)), dtype=np.int64)
         self._grid_key: tuple[int, bytes] | None = None
         self._map: np.ndarray | None = None
         self._view_atlas: Atlas | None = None
@@ -414,16 +413,9 @@ class FrameRenderer:
         engine, lay = self.engine, self.layout
         atlas = self._view_atlas
         assert atlas is not None
-        K.agent_colors(
-            engine.acfg_i,
-            engine.acfg_f,
-            engine.prestige,
-            engine.status,
-            engine.just_done,
-            self._colors,
-        )
+        colors_all = engine.update_colors()
         first = np.zeros(1, dtype=np.int64)
-        sym, dirs, colors = engine.sym[n : n + 1], engine.dirs[n : n + 1], self._colors[n : n + 1]
+        sym, dirs, colors = engine.sym[n : n + 1], engine.dirs[n : n + 1], colors_all[n : n + 1]
         for k, cfg in enumerate(engine.agents):
             buf = self._view_bufs[k]
             v = cfg.view_size
