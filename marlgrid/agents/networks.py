@@ -179,8 +179,7 @@ class SymbolicEncoder(Encoder):
 
     def forward(self, obs: Tensor) -> Tensor:
         n, h, w, _ = obs.shape
-        idx = obs.long() + self.offsets
-        x = _Lookup.apply(self.embed.weight, idx) if torch.is_grad_enabled() else self.embed(idx)
+        x = _Lookup.apply(self.embed.weight, obs.long() + self.offsets)
         return flatten_cells(self.convs(x.view(n, h, w, -1).permute(0, 3, 1, 2)))
 
 
