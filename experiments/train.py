@@ -2,6 +2,7 @@
 
     python experiments/train.py                                 # the default experiment
     python experiments/train.py agent=ppo_gru env=goal_cycle_13x13 seed=3
+    python experiments/train.py agent=drqn                      # recurrent DQN instead of PPO
     python experiments/train.py -m seed=0,1 hydra/launcher=joblib    # a sweep
 
 The run directory (``runs/<name>/seed_<seed>`` by default) holds the composed config
@@ -19,9 +20,14 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.trainer import TrainConfig, train
 
-ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+load_builtin_learners()
+store = ConfigStore.instance()
+store.store(name="train_schema", node=TrainConfig)
+for algo, spec in LEARNERS.items():  # one schema per algorithm: agent=<preset> is checked by it
+    store.store(group="agent", name=f"{algo}_schema", node=spec.config)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

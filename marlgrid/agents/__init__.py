@@ -1,33 +1,38 @@
-"""Learners for marlgrid (requires torch; not imported by ``import marlgrid``)."""
+"""Learners for marlgrid (requires torch; not imported by ``import marlgrid``).
 
+Every algorithm implements the :class:`~marlgrid.agents.learner.Learner` protocol and registers
+in :data:`~marlgrid.agents.learner.LEARNERS`; :func:`~marlgrid.agents.learner.build_learner`
+builds one from its config.
+"""
+
+from marlgrid.agents.learner import LEARNERS, Learner, build_learner, register_learner
 from marlgrid.agents.memory import GRUCore, LSTMCore, MemoryCore, NoMemory, make_memory
-from marlgrid.agents.networks import ActorCritic, NetworkConfig, make_encoder
-from marlgrid.agents.ppo import (
-    PPO,
-    BatchedEnv,
-    PPOConfig,
-    RolloutBuffer,
-    VectorRollout,
-    compute_gae,
-    ppo_loss,
-    train_on_vector_env,
-)
+from marlgrid.agents.networks import ActorCritic, NetworkConfig, QNetwork, Torso
+from marlgrid.agents.ppo import PPO, PPOConfig, ppo_loss
+from marlgrid.agents.returns import compute_gae
+from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
+from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 
 __all__ = [
+    "LEARNERS",
     "PPO",
     "ActorCritic",
-    "BatchedEnv",
     "GRUCore",
     "LSTMCore",
+    "Learner",
     "MemoryCore",
+    "MultiAgentRollout",
     "NetworkConfig",
     "NoMemory",
     "PPOConfig",
+    "PolicyGroup",
+    "QNetwork",
     "RolloutBuffer",
-    "VectorRollout",
+    "Torso",
+    "build_learner",
     "compute_gae",
-    "make_encoder",
     "make_memory",
     "ppo_loss",
+    "register_learner",
     "train_on_vector_env",
 ]

@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
-#: 2: image encoders flatten their conv features cell by cell (channels last); format-1 weights
-#: would load but compute something else, so they are refused
-FORMAT = 2
+#: 3: networks are a torso (encoder, trunk, core) plus heads, and every learner saves its own
+#: config (format 2 named the parameters differently; format 1 flattened image features channel
+#: by channel): older files are refused
+FORMAT = 3
 _NAME = re.compile(r"^ckpt_(\d{9})\.pt$")
 
 
@@ -77,7 +78,7 @@ def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -
     if payload["format"] != FORMAT:
         raise CheckpointError(
             f"checkpoint {path} has format {payload['format']!r}; this version of marlgrid reads "
-            f"format {FORMAT} only (older networks flattened image features differently). "
+            f"format {FORMAT} only (older networks are laid out differently). "
             "Retrain, or use another run name (name=...) or resume=false to start over"
         )
     if expected_config is not None:

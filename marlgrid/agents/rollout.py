@@ -1,67 +1,151 @@
-"""Rollouts over marlgrid's batched API for any mix of agents.
+"""The one rollout loop: any mix of learners, frozen and scripted policies on a batched env.
 
-Each agent id maps to a role: a **learner** (a :class:`~marlgrid.agents.ppo.PPO` of its own, or
-one shared by several agent ids: parameter sharing), a **frozen** policy (a loaded checkpoint that
-acts but does not learn) or a **scripted** policy (``random``, ``oracle``, ``discoverer``).
+Each agent id maps to a role: a **learner** group (a :class:`~marlgrid.agents.learner.Learner`
+acting for one or several agent ids: parameter sharing), a **frozen** group (a learner that acts
+but does not record or learn) or a **scripted** policy (``random``, ``oracle``, ``discoverer``).
 
-A learner's batch slots are its (env, agent) pairs, slot ``n * J + j`` for env ``n`` and its
-``j``-th agent, so one forward per step serves all of them. Memory states are zeroed per slot when
-that agent's episode ends (termination, truncation, or its env's reset).
+A group's batch slots are its (env, agent) pairs, slot ``n * J + j`` for env ``n`` and its
+``j``-th agent, so one forward per step serves all of them. The group passes ``resets`` (the
+observation starts an episode: termination, truncation, or its env's reset) to the learner, whose
+memory core resets those slots; nothing here touches a memory state.
 
 An agent out of play (terminated without respawn while its env plays on, or waiting to spawn)
-keeps its slot: the slot is stepped with blank views and zero reward, and those steps are stored
-as not valid, so the loss leaves them out.
+keeps its slot: the slot is stepped with blank views and zero reward, and its steps are recorded
+as not valid, so losses leave them out.
+
+Any gymnasium-style batched env (batch-first arrays, same-step autoreset with
+``infos["final_obs"]``) runs through :class:`SingleAgentBatch`, which presents it as a one-agent
+:class:`~marlgrid.vector.VectorEnv`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
-from torch import Tensor
+from gymnasium import spaces
 
-from marlgrid.agents.ppo import PPO, RolloutBuffer, obs_to_tensor
-from marlgrid.vector import VectorEnv
+from marlgrid.agents.arrays import Obs, final_obs_rows, obs_to_tensor
+from marlgrid.agents.learner import Learner, Step, build_learner
 from marlgrid.vector import stack_agents as slot_obs
+
+__all__ = [
+    "BatchedEnv",
+    "MultiAgentRollout",
+    "PolicyGroup",
+    "SingleAgentBatch",
+    "slot_obs",
+    "train_on_vector_env",
+]
+
+
+class BatchedEnv(Protocol):
+    """A gymnasium-style batch of single-agent envs.
+
+    ``reset(seed)`` returns observations, batch first (an array or a dict of arrays), or
+    ``(obs, infos)``. ``step(actions (B,))`` returns ``obs, rewards, terminations, truncations,
+    infos`` with same-step autoreset: where a slot's episode ended, ``obs`` already starts the next
+    one and ``infos["final_obs"]`` holds the true last observation, valid where
+    ``infos["_final_obs"]`` (only needed for truncations).
+    """
+
+    num_envs: int
+    single_observation_space: spaces.Space
+    single_action_space: spaces.Space
+
+    def reset(self, seed: int | None = None) -> Any: ...
+
+    def step(self, actions: np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]: ...
+
+
+class SingleAgentBatch:
+    """A :class:`BatchedEnv` seen as a one-agent :class:`~marlgrid.vector.VectorEnv`."""
+
+    agent = "agent_0"
+
+    def __init__(self, envs: BatchedEnv) -> None:
+        self.envs = envs
+        self.num_envs = envs.num_envs
+        self.possible_agents = [self.agent]
+        self.num_agents = 1
+        self._returns = np.zeros((self.num_envs, 1))
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+
+    def single_observation_space(self, agent: str) -> spaces.Space:
+        return self.envs.single_observation_space
+
+    def single_action_space(self, agent: str) -> spaces.Space:
+        return self.envs.single_action_space
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        obs = self.envs.reset(seed=seed)
+        if isinstance(obs, tuple) and len(obs) == 2 and isinstance(obs[1], dict):
+            obs = obs[0]  # gymnasium-style (obs, infos)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return {self.agent: obs}, {"active": np.ones((self.num_envs, 1), dtype=bool)}
+
+    def step(self, actions: np.ndarray):
+        obs, rewards, terms, truncs, infos = self.envs.step(np.asarray(actions)[:, 0])
+        col = lambda x, dtype: np.asarray(x, dtype=dtype).reshape(-1, 1)  # noqa: E731
+        rewards, terms, truncs = col(rewards, np.float32), col(terms, bool), col(truncs, bool)
+        self._returns += rewards
+        self._lengths += 1
+        done = (terms | truncs)[:, 0]
+        out: dict[str, Any] = {"active": np.ones((self.num_envs, 1), dtype=bool)}
+        if done.any():
+            out["episode"] = {"r": self._returns.copy(), "l": self._lengths.copy()}
+            out["_episode"] = done
+            self._returns[done] = 0.0
+            self._lengths[done] = 0
+        boot = np.flatnonzero((truncs & ~terms)[:, 0])
+        if len(boot):
+            if "final_obs" not in infos or not np.all(np.asarray(infos["_final_obs"])[boot]):
+                raise ValueError("truncations need infos['final_obs'] and infos['_final_obs']")
+            out["final_rows"] = boot
+            out["final_obs"] = {self.agent: final_obs_rows(infos["final_obs"], boot)}
+        return {self.agent: obs}, rewards, terms, truncs, out
 
 
 @dataclass
 class PolicyGroup:
-    """A network acting for some agent ids, with its per-slot memory."""
+    """A learner acting for some agent ids, with its per-slot memory.
+
+    ``train``: record steps and learn (a learner role); otherwise it only acts (frozen).
+    ``explore``: sample / explore, else act greedily.
+    """
 
     name: str
-    learner: PPO
+    learner: Learner
     agents: list[str]
     train: bool = True
-    deterministic: bool = False
-    buffer: RolloutBuffer | None = None
-    obs: Any = None
-    state: Tensor | None = None
-    starts: Tensor | None = None
-    active: Tensor | None = None
-    _step: dict[str, Tensor] = field(default_factory=dict)
+    explore: bool = True
 
     def begin(self, obs: dict[str, Any], num_envs: int, active: np.ndarray | None = None) -> None:
         """Start from fresh episodes with observations ``obs`` (``active``: ``(N, J)`` in play)."""
+        device = self.learner.device
         slots = num_envs * len(self.agents)
-        self.active = torch.ones(slots, dtype=torch.bool, device=self.learner.device)
+        self.active = torch.ones(slots, dtype=torch.bool, device=device)
         if active is not None:
-            self.active = torch.as_tensor(active.reshape(-1), device=self.learner.device)
-        self.obs = obs_to_tensor(slot_obs(obs, self.agents), self.learner.device)
+            self.active = torch.as_tensor(active.reshape(-1), device=device)
+        self.obs: Obs = obs_to_tensor(slot_obs(obs, self.agents), device)
         self.state = self.learner.initial_state(slots)
-        self.starts = torch.ones(slots, dtype=torch.bool, device=self.learner.device)
+        self.resets = torch.ones(slots, dtype=torch.bool, device=device)
+        self._last: Any = None
+        if self.train and getattr(self, "_begun", None) != slots:
+            self.learner.begin(slots)
+            self._begun = slots
 
     def act(self) -> np.ndarray:
-        """Actions ``(N, J)`` for this group's agents (memory reset where episodes start)."""
-        state = self.state * (~self.starts).unsqueeze(-1).to(self.state.dtype)
-        actions, logp, values, new_state = self.learner.act(
-            self.obs, state, deterministic=self.deterministic
-        )
-        self._step = {"state": state, "actions": actions, "logp": logp, "values": values}
-        self.state = new_state
-        env_actions = actions.cpu().numpy() + self.learner.net.action_start
+        """Actions ``(N, J)`` for this group's agents."""
+        out = self.learner.act(self.obs, self.state, self.resets, explore=self.explore)
+        self._last = (self.state, out)
+        self.state = out.state
+        env_actions = out.actions.cpu().numpy() + self.learner.action_start
         return env_actions.reshape(-1, len(self.agents))
 
     def record(
@@ -73,72 +157,73 @@ class PolicyGroup:
         infos: dict[str, Any],
         index: list[int],
     ) -> None:
-        """Store the step just taken (rewards etc. are ``(N, K)``; ``index`` picks columns)."""
+        """Take in the step just made (rewards etc. are ``(N, K)``; ``index`` picks columns)."""
         device = self.learner.device
+        J = len(index)
         rew = rewards[:, index].reshape(-1)
         term = terminations[:, index].reshape(-1)
         trunc = truncations[:, index].reshape(-1)
         # An env reset ends every slot of that env. Slots whose agent finished earlier (idle,
         # blank views, zero reward) close their idle stretch as a termination, so neither
         # memory nor advantages run into the new episode.
-        env_reset = np.repeat(infos.get("_final_obs", np.zeros(len(rewards), bool)), len(index))
+        env_reset = np.repeat(infos.get("_final_obs", np.zeros(len(rewards), bool)), J)
         term = term | (env_reset & ~trunc)
+        obs = obs_to_tensor(slot_obs(next_obs, self.agents), device)
+        resets = torch.as_tensor(term | trunc, device=device)
         if self.train:
-            s = self._step
-            self.buffer.add(
-                self.obs,
-                self.starts,
-                s["state"],
-                s["actions"],
-                s["logp"],
-                s["values"],
-                torch.as_tensor(rew, dtype=torch.float32, device=device),
-                torch.as_tensor(term, device=device),
-                torch.as_tensor(trunc, device=device),
-                valid=self.active,  # steps taken out of play are left out of the loss
+            state, out = self._last
+            ids, final = self._finals(infos, trunc & ~term)
+            self.learner.record(
+                Step(
+                    obs=self.obs,
+                    resets=self.resets,
+                    state=state,
+                    actions=out.actions,
+                    extras=out.extras,
+                    rewards=torch.as_tensor(rew, dtype=torch.float32, device=device),
+                    terminations=torch.as_tensor(term, device=device),
+                    truncations=torch.as_tensor(trunc, device=device),
+                    valid=self.active,  # steps taken out of play are left out of the losses
+                    next_obs=obs,
+                    next_state=out.state,
+                    final_ids=torch.as_tensor(ids, dtype=torch.long, device=device),
+                    final_obs=final,
+                )
             )
-            boot = trunc & ~term
-            if boot.any():
-                ids = np.flatnonzero(boot)
-                final = slot_obs(infos["final_obs"], self.agents)
-                final = obs_to_tensor(_rows(final, ids), device)
-                ids_t = torch.as_tensor(ids, device=device)
-                self.buffer.add_final(ids_t, final, self.learner.value(final, self.state[ids_t]))
-        self.starts = torch.as_tensor(term | trunc, device=device)
+        self.resets = resets
         self.active = torch.as_tensor(infos["active"][:, index].reshape(-1), device=device)
-        self.obs = obs_to_tensor(slot_obs(next_obs, self.agents), device)
+        self.obs = obs
 
-    def finish(self) -> None:
-        """Close the rollout: bootstrap values after its last step, then advantages."""
-        value = self.learner.value(self.obs, self.state * (~self.starts).unsqueeze(-1))
-        self.buffer.finish(self.obs, self.state, self.starts, value)
-        cfg = self.learner.cfg
-        self.buffer.compute_advantages(cfg.gamma, cfg.gae_lambda)
-
-
-def _rows(obs: Any, ids: np.ndarray) -> Any:
-    if isinstance(obs, dict):
-        return {key: value[ids] for key, value in obs.items()}
-    return obs[ids]
+    def _finals(self, infos: dict[str, Any], boot: np.ndarray) -> tuple[np.ndarray, Obs | None]:
+        """Slots truncated (not terminated) this step and their true last observations."""
+        ids = np.flatnonzero(boot)
+        if not len(ids):
+            return ids, None
+        final = infos["final_obs"]
+        if "final_rows" in infos:  # SingleAgentBatch: final_obs holds only the truncated rows
+            rows = {int(r): i for i, r in enumerate(infos["final_rows"])}
+            picked = final_obs_rows(final[self.agents[0]], np.array([rows[i] for i in ids]))
+        else:
+            picked = final_obs_rows(slot_obs(final, self.agents), ids)
+        return ids, obs_to_tensor(picked, self.learner.device)
 
 
 class MultiAgentRollout:
-    """Collects rollouts from a :class:`VectorEnv` for every learner group at once."""
+    """Steps a :class:`~marlgrid.vector.VectorEnv` (or :class:`SingleAgentBatch`) for every group
+    and scripted policy at once; learner groups record each step."""
 
     def __init__(
         self,
-        vec: VectorEnv,
+        vec: Any,
         groups: list[PolicyGroup],
-        scripted: dict[str, Any],
+        scripted: dict[str, Any] | None = None,
         seed: int | None = None,
     ) -> None:
-        self.vec = vec
-        self.groups = groups
-        self.scripted = scripted
+        self.vec, self.groups, self.scripted = vec, groups, dict(scripted or {})
         agents = vec.possible_agents
         self._index = {g.name: [agents.index(a) for a in g.agents] for g in groups}
-        self._scripted_index = {agents.index(a): p for a, p in scripted.items()}
-        covered = {a for g in groups for a in g.agents} | set(scripted)
+        self._scripted_index = {agents.index(a): p for a, p in self.scripted.items()}
+        covered = {a for g in groups for a in g.agents} | set(self.scripted)
         missing = sorted(set(agents) - covered)
         if missing:
             raise ValueError(f"agents {missing} have no role; give each agent id a role")
@@ -146,35 +231,98 @@ class MultiAgentRollout:
         obs, infos = vec.reset(seed=seed)
         for g in groups:
             g.begin(obs, vec.num_envs, infos["active"][:, self._index[g.name]])
-            if g.train and g.buffer is None:
-                raise ValueError(f"learner {g.name!r} needs a rollout buffer")
         self.episode_returns: list[np.ndarray] = []  # per ended episode: returns of every agent
+        self.episode_lengths: list[int] = []
         self.env_steps = 0
 
-    def collect(self, num_steps: int) -> None:
-        """Step all envs ``num_steps`` times, filling every training group's buffer."""
+    def step(self) -> None:
+        """One step of every env; learner groups record it."""
         vec, actions = self.vec, self.actions
         for g in self.groups:
-            if g.train:
-                g.buffer.clear()
-        for _ in range(num_steps):
-            for g in self.groups:
-                actions[:, self._index[g.name]] = g.act()
-            for k, policy in self._scripted_index.items():
-                actions[:, k] = policy.act(vec.engine, k)
-            obs, rewards, terms, truncs, infos = vec.step(actions)
-            for g in self.groups:
-                g.record(obs, rewards, terms, truncs, infos, self._index[g.name])
-            if "_episode" in infos:
-                done = infos["_episode"]
-                self.episode_returns += list(infos["episode"]["r"][done].copy())
-            self.env_steps += vec.num_envs
+            actions[:, self._index[g.name]] = g.act()
+        for k, policy in self._scripted_index.items():
+            actions[:, k] = policy.scripted_actions(vec.engine, k)
+        obs, rewards, terms, truncs, infos = vec.step(actions)
         for g in self.groups:
-            if g.train:
-                g.finish()
+            g.record(obs, rewards, terms, truncs, infos, self._index[g.name])
+        if "_episode" in infos:
+            done = infos["_episode"]
+            self.episode_returns += list(np.asarray(infos["episode"]["r"])[done].copy())
+            self.episode_lengths += np.asarray(infos["episode"]["l"])[done].tolist()
+        self.env_steps += vec.num_envs
+
+    def collect(self, num_steps: int) -> None:
+        """``num_steps`` steps of every env."""
+        for _ in range(num_steps):
+            self.step()
 
     def pop_returns(self) -> np.ndarray:
         """Returns ``(episodes, K)`` of the episodes ended since the last call."""
         out = np.array(self.episode_returns).reshape(-1, self.vec.num_agents)
         self.episode_returns = []
         return out
+
+    def pop_lengths(self) -> np.ndarray:
+        """Lengths of the episodes ended since the last call."""
+        out = np.array(self.episode_lengths, dtype=np.int64)
+        self.episode_lengths = []
+        return out
+
+
+def as_vector_env(envs: Any) -> Any:
+    """A marlgrid ``VectorEnv`` as it is; any other batched env wrapped in SingleAgentBatch."""
+    return envs if hasattr(envs, "possible_agents") else SingleAgentBatch(envs)
+
+
+def train_on_vector_env(
+    envs: Any,
+    learner: Learner | Any,
+    total_timesteps: int,
+    seed: int | None = 0,
+    log_fn: Callable[[dict[str, float], int], None] | None = None,
+) -> list[dict[str, float]]:
+    """Train one learner for every agent of ``envs`` (a marlgrid ``VectorEnv`` or any
+    :class:`BatchedEnv`) for ``total_timesteps`` env steps (summed over envs).
+
+    ``learner`` may be a registered config dataclass instead (a new learner is built, seeded with
+    ``seed``; pass ``learner=`` an object to keep it). Returns the metrics of every update, with
+    the episodes that ended since the previous one (``charts/episodic_return``, ``_length``,
+    ``charts/episodes``), ``global_step`` and ``charts/SPS``; ``log_fn(metrics, global_step)`` is
+    called after every update.
+    """
+    vec = as_vector_env(envs)
+    agents = vec.possible_agents
+    if not isinstance(learner, Learner):
+        space = vec.single_observation_space(agents[0])
+        learner = build_learner(learner, space, vec.single_action_space(agents[0]), seed or 0)
+    group = PolicyGroup("main", learner, list(agents))
+    rollout = MultiAgentRollout(vec, [group], seed=seed)
+    history: list[dict[str, float]] = []
+    t_begin = time.perf_counter()
+    while rollout.env_steps < total_timesteps:
+        rollout.step()
+        if learner.ready():
+            metrics = learner.update(progress=rollout.env_steps / total_timesteps)
+            metrics.update(episode_metrics(rollout.pop_returns(), rollout.pop_lengths()))
+            metrics["global_step"] = float(rollout.env_steps)
+            metrics["charts/SPS"] = rollout.env_steps / (time.perf_counter() - t_begin)
+            history.append(metrics)
+            if log_fn is not None:
+                log_fn(metrics, rollout.env_steps)
+    return history
+
+
+def episode_metrics(
+    returns: np.ndarray, lengths: np.ndarray, columns: list[int] | None = None
+) -> dict[str, float]:
+    """Mean return (over ``columns``' agents, default all) and length of ended episodes (as
+    :meth:`MultiAgentRollout.pop_returns` and ``pop_lengths`` give them); NaN when none ended."""
+    n = len(returns)
+    if columns is not None and n:
+        returns = returns[:, columns]
+    nan = float("nan")
+    return {
+        "charts/episodic_return": float(returns.mean()) if n else nan,
+        "charts/episodic_length": float(lengths.mean()) if len(lengths) else nan,
+        "charts/episodes": float(n),
+    }

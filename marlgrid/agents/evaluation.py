@@ -1,0 +1,113 @@
+"""Greedy evaluation on fresh envs and episode videos of trained groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+import marlgrid
+from marlgrid.agents.arrays import obs_to_tensor
+from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, slot_obs
+
+if TYPE_CHECKING:
+    from marlgrid.agents.trainer import Trainer
+
+
+def acting_copies(groups: list[PolicyGroup], explore: bool = False) -> list[PolicyGroup]:
+    """Groups that act with the same learners but never record (greedy unless ``explore``)."""
+    return [PolicyGroup(g.name, g.learner, g.agents, train=False, explore=explore) for g in groups]
+
+
+def evaluate_groups(
+    env_id: str,
+    settings: dict[str, Any],
+    groups: list[PolicyGroup],
+    scripted: dict[str, Any],
+    episodes: int,
+    seed: int,
+    num_envs: int = 16,
+    explore: bool = False,
+) -> np.ndarray:
+    """Returns ``(episodes, K)`` of ``episodes`` episodes on fresh envs seeded from ``seed``."""
+    vec = marlgrid.make_vec(env_id, min(num_envs, episodes), **settings)
+    rollout = MultiAgentRollout(vec, acting_copies(groups, explore), scripted, seed=seed)
+    returns = np.zeros((0, vec.num_agents))
+    while len(returns) < episodes:
+        rollout.collect(16)
+        returns = np.concatenate([returns, rollout.pop_returns()])
+    return returns[:episodes]
+
+
+def evaluate(trainer: Trainer, episodes: int, seed: int) -> dict[str, float]:
+    """``eval/return`` (mean over the trained agents) and ``eval/return_<agent>``, greedy."""
+    cfg = trainer.cfg
+    returns = evaluate_groups(
+        cfg.env.id, dict(cfg.env.settings), trainer.groups, trainer.scripted, episodes, seed
+    )
+    agents = trainer.vec.possible_agents
+    out = {"eval/return": float(returns[:, trainer.learner_columns].mean())}
+    out.update({f"eval/return_{a}": float(returns[:, k].mean()) for k, a in enumerate(agents)})
+    return out
+
+
+class GroupPolicy:
+    """Policy groups acting in one PettingZoo env (a batch of one), for episode runners."""
+
+    def __init__(self, groups: list[PolicyGroup], env: Any) -> None:
+        self.groups = acting_copies(groups)
+        self.spaces = {a: env.observation_space(a) for a in env.possible_agents}
+
+    def reset(self, obs: dict[str, Any]) -> None:
+        for g in self.groups:
+            g.begin(_batched(obs, self.spaces), 1)
+
+    def actions(self, obs: dict[str, Any], ended: dict[str, bool]) -> dict[str, int]:
+        """Actions of every grouped agent (``ended[a]``: agent ``a``'s last step ended it)."""
+        out: dict[str, int] = {}
+        for g in self.groups:
+            if ended:
+                g.resets = torch.as_tensor([ended.get(a, False) for a in g.agents])
+                g.obs = obs_to_tensor(slot_obs(_batched(obs, self.spaces), g.agents))
+            out.update({a: int(x) for a, x in zip(g.agents, g.act()[0], strict=True)})
+        return out
+
+
+def record_video(trainer: Trainer, path: Path, seed: int) -> Path | None:
+    """Play one greedy episode of the trainer's groups and scripted policies; write a video."""
+    from marlgrid.policies import act as scripted_act
+    from marlgrid.video import VideoFile
+
+    cfg = trainer.cfg
+    env = marlgrid.make(cfg.env.id, render_mode="rgb_array", **cfg.env.settings)
+    obs, _ = env.reset(seed=seed)
+    players = GroupPolicy(trainer.groups, env)
+    players.reset(obs)
+    ended: dict[str, bool] = {}
+    with VideoFile(path, fps=env.metadata["render_fps"]) as video:
+        video.add_frame(env.render())
+        while env.agents:
+            actions = players.actions(obs, ended)
+            for agent, policy in trainer.scripted.items():
+                actions[agent] = scripted_act(policy, env, agent)
+            obs, _, terms, truncs, _ = env.step({a: actions[a] for a in env.agents})
+            video.add_frame(env.render())
+            ended = {a: terms.get(a, False) or truncs.get(a, False) for a in env.possible_agents}
+    env.close()
+    return path
+
+
+def _batched(obs: dict[str, Any], spaces: dict[str, Any]) -> dict[str, Any]:
+    """Single-env observations as a batch of one; absent (finished) agents as zeros."""
+
+    def one(space: Any, value: Any) -> Any:
+        if hasattr(space, "spaces") and isinstance(space.spaces, dict):
+            return {k: one(s, None if value is None else value[k]) for k, s in space.spaces.items()}
+        if value is None:
+            shape = () if space.shape is None else space.shape
+            return np.zeros((1, *shape), dtype=space.dtype)
+        return np.asarray(value)[None]
+
+    return {a: one(space, obs.get(a)) for a, space in spaces.items()}

@@ -1,0 +1,180 @@
+"""Roles: what drives each agent id (a learner, a frozen checkpoint, a scripted policy).
+
+Role kinds dispatch through :data:`ROLE_BUILDERS`. Learner names refer to learner configs: the
+name ``main`` is the run's ``agent`` config and every other name an entry of ``learners``; agent
+ids with the same learner name share one network. A frozen agent is rebuilt from its checkpoint's
+own saved config, so a GRU expert can play beside an LSTM novice, or a PPO expert beside a DRQN one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marlgrid.agents.checkpoint import CheckpointError, load_checkpoint
+from marlgrid.agents.learner import Learner, build_learner, config_from_dict
+from marlgrid.agents.rollout import PolicyGroup
+from marlgrid.config import ConfigError
+from marlgrid.policies import POLICIES, make_policy
+
+MAIN = "main"
+
+
+@dataclass
+class RoleConfig:
+    """What drives one agent id."""
+
+    kind: str = "learner"  # learner (trained), frozen (a checkpoint, not trained) or scripted
+    learner: str = MAIN  # learner: config name; frozen: learner name inside the checkpoint
+    checkpoint: str | None = None  # frozen: checkpoint file to load the learner from
+    policy: str = "oracle"  # scripted: random, oracle or discoverer
+    deterministic: bool = False  # frozen: act greedily instead of sampling
+
+
+def as_role(role: RoleConfig | Mapping[str, Any]) -> RoleConfig:
+    return RoleConfig(**role) if isinstance(role, Mapping) else role
+
+
+def _check_learner(agent: str, role: RoleConfig, names: list[str]) -> None:
+    if role.learner not in names:
+        raise ConfigError(
+            f"role of {agent} names learner {role.learner!r}; the learners are {names} "
+            "('main' is the agent config, others come from 'learners')"
+        )
+
+
+def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
+    if not role.checkpoint:
+        raise ConfigError(f"frozen role of {agent} needs a checkpoint path")
+
+
+def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
+    if role.policy not in POLICIES:
+        raise ConfigError(f"policy of {agent} must be one of {POLICIES}, got {role.policy!r}")
+
+
+def resolve_roles(
+    roles: Mapping[str, Any], agents: list[str], learner_names: list[str]
+) -> dict[str, RoleConfig]:
+    """A role for every agent id (``learner main`` where none is given); bad roles raise."""
+    unknown = sorted(set(roles) - set(agents))
+    if unknown:
+        raise ConfigError(f"roles name unknown agent ids {unknown}; the env's agents are {agents}")
+    resolved = {}
+    for agent in agents:
+        role = as_role(roles.get(agent, RoleConfig()))
+        if role.kind not in ROLE_KINDS:
+            raise ConfigError(
+                f"role kind of {agent} must be one of {tuple(ROLE_KINDS)}, got {role.kind!r}"
+            )
+        ROLE_KINDS[role.kind].check(agent, role, learner_names)
+        resolved[agent] = role
+    if not any(r.kind == "learner" for r in resolved.values()):
+        raise ConfigError("no agent has the role 'learner': nothing would be trained")
+    return resolved
+
+
+def load_frozen(path: str | Path, name: str, observation_space: Any, action_space: Any) -> Learner:
+    """The learner ``name`` (or the checkpoint's only one) rebuilt from its own saved config."""
+    payload = load_checkpoint(Path(path))
+    learners = payload["learners"]
+    if name not in learners:
+        if len(learners) != 1:
+            raise CheckpointError(
+                f"checkpoint {path} holds learners {sorted(learners)}; name one with learner=..."
+            )
+        name = next(iter(learners))
+    state = learners[name]
+    cfg = config_from_dict(state["config"])
+    learner = build_learner(cfg, observation_space, action_space)
+    try:
+        learner.load_state_dict(state)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise CheckpointError(
+            f"learner {name!r} of {path} does not fit this env's agent (observation "
+            f"{observation_space}, actions {action_space}): {str(exc).splitlines()[0]}"
+        ) from exc
+    return learner
+
+
+def _learner_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> PolicyGroup:
+    obs_space, act_space = ctx.spaces(agents, name)
+    learner = build_learner(ctx.configs[name], obs_space, act_space, ctx.seed * 1000 + ctx.index)
+    return PolicyGroup(name, learner, agents)
+
+
+def _frozen_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> PolicyGroup:
+    obs_space, act_space = ctx.spaces(agents, name)
+    learner = load_frozen(str(role.checkpoint), role.learner, obs_space, act_space)
+    return PolicyGroup(name, learner, agents, train=False, explore=not role.deterministic)
+
+
+def _scripted(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> Any:
+    return make_policy(role.policy, seed=ctx.seed)
+
+
+@dataclass
+class _Context:
+    vec: Any
+    configs: Mapping[str, Any]
+    seed: int
+    index: int = 0
+
+    def spaces(self, agents: list[str], name: str) -> tuple[Any, Any]:
+        if len({str(self.vec.single_observation_space(a)) for a in agents}) > 1:
+            raise ConfigError(
+                f"agents {agents} share learner {name!r} but see different observations; give "
+                "them separate learner names"
+            )
+        return self.vec.single_observation_space(agents[0]), self.vec.single_action_space(agents[0])
+
+
+@dataclass(frozen=True)
+class RoleKind:
+    """How one role kind is checked and built, and which agents it groups together."""
+
+    check: Callable[[str, RoleConfig, list[str]], None]
+    build: Callable[[_Context, str, list[str], RoleConfig], Any]
+    group_by_learner: bool  # agents with the same learner name share one built object
+    is_policy_group: bool  # builds a PolicyGroup (else a scripted policy)
+
+
+#: role kind -> how it is checked and built
+ROLE_KINDS: dict[str, RoleKind] = {
+    "learner": RoleKind(_check_learner, _learner_group, True, True),
+    "frozen": RoleKind(_check_frozen, _frozen_group, False, True),
+    "scripted": RoleKind(_check_scripted, _scripted, False, False),
+}
+
+
+def build_groups(
+    roles: dict[str, RoleConfig],
+    vec: Any,
+    learner_configs: Mapping[str, Any],
+    seed: int,
+) -> tuple[list[PolicyGroup], dict[str, Any]]:
+    """Policy groups (learners: one network per learner name; frozen: one per agent) and
+    scripted policies (per agent).
+
+    ``learner_configs`` maps learner names to their configs; the ``i``-th group in sorted
+    ``(kind, name)`` order is seeded with ``seed * 1000 + i``.
+    """
+    keyed: dict[tuple[str, str], list[str]] = {}
+    for agent, role in roles.items():
+        kind = ROLE_KINDS[role.kind]
+        keyed.setdefault((role.kind, role.learner if kind.group_by_learner else agent), []).append(
+            agent
+        )
+    groups: list[PolicyGroup] = []
+    scripted: dict[str, Any] = {}
+    ctx = _Context(vec, learner_configs, seed)
+    for index, ((kind_name, name), agents) in enumerate(sorted(keyed.items())):
+        kind, ctx.index = ROLE_KINDS[kind_name], index
+        built = kind.build(ctx, name, agents, roles[agents[0]])
+        if kind.is_policy_group:
+            groups.append(built)
+        else:
+            scripted[agents[0]] = built
+    return groups, scripted
