@@ -1,0 +1,122 @@
+"""The learner protocol end to end: mixed algorithms, frozen learners from their own configs,
+role errors, callbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from marlgrid.agents.callbacks import Callback
+from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint
+from marlgrid.agents.learner import LEARNERS, Learner, load_builtin_learners
+from marlgrid.agents.memory import GRUCore, LSTMCore
+from marlgrid.agents.networks import NetworkConfig
+from marlgrid.agents.ppo import PPO, PPOConfig
+from marlgrid.agents.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer, train
+from marlgrid.config import ConfigError
+
+ENV = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+SMALL = NetworkConfig(hidden_size=16, trunk_sizes=(16,), head_sizes=(8,), conv_channels=(4,))
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _ppo(memory: str) -> PPOConfig:
+    net = dataclasses.replace(SMALL, memory=memory)
+    return PPOConfig(network=net, num_steps=8, chunk_len=4, num_minibatches=2, update_epochs=1)
+
+
+def _cfg(**kwargs) -> TrainConfig:
+    base = {
+        "env": EnvConfig(ENV, num_envs=2),
+        "agent": _ppo("lstm"),
+        "total_timesteps": 32,
+        "checkpoint_every": 1,
+        "video": False,
+        "logger": LoggerConfig(tensorboard=False, progress=False),
+    }
+    return TrainConfig(**{**base, **kwargs})
+
+
+def test_every_registered_learner_follows_the_protocol() -> None:
+    load_builtin_learners()
+    assert "ppo" in LEARNERS
+    learner = PPO(*_spaces(), _ppo("gru"))
+    assert isinstance(learner, Learner)
+    assert learner.state_dict()["config"]["network"]["memory"] == "gru"
+
+
+def _spaces():
+    import marlgrid
+
+    vec = marlgrid.make_vec(ENV, 1)
+    return vec.single_observation_space("agent_0"), vec.single_action_space("agent_0")
+
+
+def test_frozen_gru_expert_plays_beside_an_lstm_learner(tmp_path) -> None:
+    expert_dir = tmp_path / "expert"
+    train(_cfg(agent=_ppo("gru")), expert_dir)
+    expert_ckpt = list_checkpoints(expert_dir / "checkpoints")[-1]
+    roles = {"agent_0": {"kind": "frozen", "checkpoint": str(expert_ckpt), "learner": "main"}}
+    trainer = Trainer(_cfg(roles=roles), tmp_path / "novice")
+    frozen = next(g for g in trainer.groups if not g.train)
+    learner = trainer.learners["main"]
+    assert frozen.agents == ["agent_0"] and learner.agents == ["agent_1", "agent_2"]
+    assert isinstance(frozen.learner.net.memory, GRUCore)
+    assert isinstance(learner.learner.net.memory, LSTMCore)
+    before = [p.clone() for p in frozen.learner.net.parameters()]
+    trainer.run()
+    assert all(torch.equal(a, b) for a, b in zip(before, frozen.learner.net.parameters()))
+    payload = load_checkpoint(list_checkpoints(tmp_path / "novice" / "checkpoints")[-1])
+    assert set(payload["learners"]) == {"main"}  # frozen learners are not saved again
+
+
+def test_unknown_learner_name_fails_at_start_naming_the_known_ones(tmp_path) -> None:
+    roles = {"agent_1": {"kind": "learner", "learner": "novice"}}
+    with pytest.raises(ConfigError, match=r"'novice'.*\['expert', 'main'\]"):
+        Trainer(_cfg(roles=roles, learners={"expert": _ppo("gru")}), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_two_named_learners_get_their_own_networks_and_algorithms(tmp_path) -> None:
+    roles = {"agent_1": {"kind": "learner", "learner": "other"}}
+    learners = {"other": dataclasses.asdict(_ppo("gru"))}  # as YAML gives it: a plain dict
+    trainer = Trainer(_cfg(roles=roles, learners=learners), tmp_path / "run")
+    assert {n: g.agents for n, g in trainer.learners.items()} == {
+        "main": ["agent_0", "agent_2"],
+        "other": ["agent_1"],
+    }
+    assert isinstance(trainer.learners["other"].learner.net.memory, GRUCore)
+    metrics = trainer.run()
+    assert "main/losses/policy_loss" in metrics and "other/losses/policy_loss" in metrics
+
+
+class _StopAfter(Callback):
+    def __init__(self, n: int) -> None:
+        self.n, self.calls = n, []
+
+    def on_training_start(self, trainer) -> None:
+        self.calls.append("start")
+
+    def on_update_end(self, trainer, metrics) -> bool:
+        self.calls.append(trainer.iteration)
+        return trainer.iteration < self.n
+
+    def on_training_end(self, trainer, completed: bool) -> None:
+        self.calls.append(("end", completed))
+
+
+def test_a_callback_can_stop_training_and_the_stop_is_checkpointed(tmp_path) -> None:
+    stop = _StopAfter(2)
+    trainer = Trainer(_cfg(total_timesteps=64, checkpoint_every=10), tmp_path / "run", [stop])
+    trainer.run()
+    assert stop.calls == ["start", 1, 2, ("end", False)]
+    assert trainer.iteration == 2 < trainer.num_iterations
+    assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == [
+        "ckpt_000000002.pt"
+    ]
