@@ -7,13 +7,16 @@ in turns, ``--repeats`` segments of whole updates (rollout + update) each, so a 
 the machine hits all of them; the best segment of each line is reported. The rate is environment
 steps per CPU-second of this process (``time.process_time``), with wall-clock beside it; the
 rollout/update split and, for our learner, the time spent refreshing hidden states are reported
-too. See README.md beside this file ("Recurrent PPO speed").
+too, and, per recurrent line, the time of one refresh against one bare inference pass of the network
+over the same rollout (issue 12's target: at most 1.3x). See README.md beside this file ("Recurrent
+PPO speed").
 
     python experiments/benchmarks/ppo_speed.py --json experiments/results/ppo_speed.json
     python experiments/benchmarks/ppo_speed.py --only ours_lstm ppo --envs cartpole
 
 Lines (``--only``): ``ours_lstm``, ``ours_lstm_norefresh``, ``ours_gru``, ``ours_gru_norefresh``
-(marlgrid.agents.ppo; "norefresh" sets ``refresh_interval=0``), ``rppo`` (sb3-contrib
+(marlgrid.agents.ppo.PPO driven by the rollout loop, marlgrid.agents.rollout.MultiAgentRollout;
+"norefresh" sets ``refresh_interval=0``), ``rppo`` (sb3-contrib
 ``RecurrentPPO``, MlpLstmPolicy with its default separate critic LSTM), ``rppo_shared`` (one LSTM
 shared by actor and critic, like ours) and ``ppo`` (SB3 ``PPO``, MlpPolicy, no memory).
 """
@@ -42,6 +45,7 @@ FEATURES_DIM = 128  # marlgrid: width of the observation features fed to the mem
 TARGET_VS_RPPO = 10.0  # ours >= 10x RecurrentPPO
 TARGET_VS_PPO = 0.5  # ours >= 0.5x PPO
 TARGET_REFRESH = 0.25  # refreshing every 2 minibatches adds <= 25% to update time
+TARGET_REFRESH_VS_PASS = 1.3  # one refresh <= 1.3x one bare inference pass over the rollout
 
 
 @dataclass
@@ -126,42 +130,18 @@ class Result:
             return float("nan")
         return self.refreshes * self.forward_pass_s / rest
 
+    @property
+    def refresh_vs_pass(self) -> float:
+        """Time of one refresh over one bare inference pass of the network over the same rollout
+        (``forward_pass_s``): what an exact refresh costs beyond its least work."""
+        if not (self.refreshes and self.forward_pass_s):
+            return float("nan")
+        return self.refresh_wall_s / self.refreshes / self.forward_pass_s
+
 
 # --------------------------------------------------------------------------------------------------
 # Environments
 # --------------------------------------------------------------------------------------------------
-
-
-class MarlGridBatched:
-    """A single-agent marlgrid batch (``marlgrid.make_vec``) as a ``BatchedEnv`` for our learner.
-
-    Batch-first arrays, same-step autoreset, ``infos["final_obs"]`` / ``infos["_final_obs"]`` for
-    the last observation of ended episodes. Observations are copied (the engine reuses its arrays;
-    marlgrid's own rollout stores them before stepping, older versions did not).
-    """
-
-    def __init__(self, env_id: str, num_envs: int) -> None:
-        import marlgrid
-
-        self.vec = marlgrid.make_vec(env_id, num_envs)
-        if self.vec.num_agents != 1:
-            raise ValueError(f"{env_id} has {self.vec.num_agents} agents; this adapter takes 1")
-        self.agent = self.vec.possible_agents[0]
-        self.num_envs = num_envs
-        self.single_observation_space = self.vec.single_observation_space(self.agent)
-        self.single_action_space = self.vec.single_action_space(self.agent)
-
-    def reset(self, seed: int | None = None) -> Any:
-        obs, _ = self.vec.reset(seed=seed)
-        return obs[self.agent].copy()
-
-    def step(self, actions: np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, rewards, terms, truncs, infos = self.vec.step(actions.reshape(self.num_envs, 1))
-        out: dict[str, Any] = {}
-        if "final_obs" in infos:
-            out["final_obs"] = infos["final_obs"][self.agent]
-            out["_final_obs"] = infos["_final_obs"]
-        return obs[self.agent].copy(), rewards[:, 0], terms[:, 0], truncs[:, 0], out
 
 
 def make_gym_cartpole(s: Settings) -> Any:
@@ -206,20 +186,25 @@ class Line:
 
 
 class Ours(Line):
-    """marlgrid.agents.ppo: rollouts by VectorRollout, updates by PPO.update."""
+    """marlgrid.agents.ppo: rollouts by the rollout loop (``MultiAgentRollout`` with one
+    ``PolicyGroup``), updates by ``PPO.update``."""
 
     def __init__(self, env: str, line: str, s: Settings, warmup: int) -> None:
-        from marlgrid.agents.ppo import PPO, PPOConfig, RolloutBuffer, VectorRollout
+        import marlgrid
+        from marlgrid.agents.networks import NetworkConfig
+        from marlgrid.agents.ppo import PPO, PPOConfig
+        from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, SingleAgentBatch
 
         self.res = Result(env, line)
         t0 = Clock.now()
-        if env == "cartpole":
-            envs = make_gym_cartpole(s)
+        if env == "cartpole":  # gymnasium's vector env seen as a one-agent VectorEnv
+            vec: Any = SingleAgentBatch(make_gym_cartpole(s))
         else:
-            envs = MarlGridBatched(MARLGRID_ID, s.num_envs)
-        # SB3's defaults where the two differ (no entropy bonus, no value clipping, constant
-        # learning rate, no KL stop), so both do the same work per update
-        cfg = PPOConfig(
+            vec = marlgrid.make_vec(MARLGRID_ID, s.num_envs)
+        if vec.num_agents != 1:
+            raise ValueError(f"{env} has {vec.num_agents} agents; the benchmark takes 1")
+        agent = vec.possible_agents[0]
+        network = NetworkConfig(
             memory="lstm" if "lstm" in line else "gru",
             hidden_size=s.hidden,
             # marlgrid: the SB3 lines' extractor (marlgrid.sb3.SymbolicGridExtractor): 8-wide
@@ -229,6 +214,11 @@ class Ours(Line):
             conv_channels=(32, 64),
             conv_kernel=2,
             conv_padding=0,
+        )
+        # SB3's defaults where the two differ (no entropy bonus, no value clipping, constant
+        # learning rate, no KL stop), so both do the same work per update
+        cfg = PPOConfig(
+            network=network,
             num_steps=s.num_steps,
             update_epochs=s.epochs,
             num_minibatches=s.minibatches,
@@ -239,26 +229,23 @@ class Ours(Line):
             ent_coef=0.0,
             clip_vloss=False,
             kl_target=None,
-            seed=s.seed,
         )
-        self.learner = PPO(envs.single_observation_space, envs.single_action_space, cfg)
+        obs_space, act_space = vec.single_observation_space(agent), vec.single_action_space(agent)
+        self.learner = PPO(obs_space, act_space, cfg, seed=s.seed)
         self.res.params = sum(p.numel() for p in self.learner.net.parameters())
-        if hasattr(self.learner, "new_buffer"):
-            self.buffer = self.learner.new_buffer(s.num_envs)
-        else:  # an older marlgrid (to measure before/after): every step's state is stored
-            self.buffer = RolloutBuffer(
-                s.num_steps, s.num_envs, envs.single_observation_space, self.learner.net.state_size
-            )
-        self.rollout = VectorRollout(envs, self.learner, seed=s.seed)
+        # the learner's own buffer stores states at chunk starts only (PPO.new_buffer)
+        self.rollout = MultiAgentRollout(vec, [PolicyGroup("main", self.learner, [agent])], s.seed)
+        self.num_steps = s.num_steps
         for _ in range(warmup):
             self.one_update(new_acc())
         self.res.setup_s = Clock.now().since(t0).wall
 
     def one_update(self, acc: dict[str, Any]) -> None:
         start = Clock.now()
-        self.rollout.collect(self.buffer)
+        self.rollout.collect(self.num_steps)  # the learner records each step, closes the buffer
         mid = Clock.now()
-        metrics = self.learner.update(self.buffer)
+        assert self.learner.ready()
+        metrics = self.learner.update()
         acc["rollout"].add(mid.since(start))
         acc["update"].add(Clock.now().since(mid))
         acc["refresh"] += metrics["charts/refresh_time"]
@@ -278,14 +265,16 @@ class Ours(Line):
         states kept (same arithmetic, fewest calls); the best of ``repeats``."""
         import torch
 
-        net, buf = self.learner.net, self.buffer
+        net, buf = self.learner.net, self.learner.buffer
+        assert buf is not None and buf.full
+        torso = net.torso
         T, B = buf.num_steps, buf.num_envs
         no_resets = torch.zeros_like(buf.resets)
         best = float("inf")
         with torch.inference_mode():
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                out, _ = net.memory(net.features(buf.obs, T, B), buf.states[0], no_resets)
+                out, _ = torso.memory(torso.features(buf.obs, T, B), buf.states[0], no_resets)
                 net.heads(out, policy=False)
                 best = min(best, time.perf_counter() - t0)
         self.res.forward_pass_s = best
@@ -404,7 +393,8 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
     by = {(r.env, r.line): r for r in results if r.status == "ok"}
 
     def row(env: str, what: str, kind: str, value: float, target: float, higher: bool) -> None:
-        shown = f">= {target:g}x" if kind == "ratio" else f"<= {target:.0%}"
+        sign = ">=" if higher else "<="
+        shown = f"{sign} {target:g}x" if kind == "ratio" else f"{sign} {target:.0%}"
         out.append(
             {
                 "env": env,
@@ -436,6 +426,8 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
             row(env, what, "share", ours.refresh_share, TARGET_REFRESH, False)
             what = f"{line}: least an exact refresh can add (forward passes)"
             row(env, what, "share", ours.refresh_floor_share, TARGET_REFRESH, False)
+            what = f"{line}: refresh / bare inference pass, same rollout"
+            row(env, what, "ratio", ours.refresh_vs_pass, TARGET_REFRESH_VS_PASS, False)
             off = by.get((env, line + "_norefresh"))
             if off is not None:
                 value = ours.update_cpu_s / off.update_cpu_s - 1.0
@@ -475,6 +467,7 @@ def print_report(results: list[Result], rows: list[dict[str, Any]]) -> None:
             print(
                 f"{r.env:9s} {r.line:20s} per refresh {per_refresh * 1e3:6.2f} ms, "
                 f"one forward pass over the rollout {r.forward_pass_s * 1e3:6.2f} ms, "
+                f"ratio {r.refresh_vs_pass:.2f}x, "
                 f"per minibatch (rest of update) {train * 1e3:6.2f} ms, "
                 f"{r.refreshes / r.minibatches:.2f} refreshes per minibatch"
             )
@@ -601,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
                     "sps_wall": r.sps_wall,
                     "refresh_share": r.refresh_share,
                     "refresh_floor_share": r.refresh_floor_share,
+                    "refresh_vs_pass": r.refresh_vs_pass,
                 }
                 for r in results
             ],

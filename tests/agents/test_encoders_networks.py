@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.networks import (
-    ActorCritic,
+from marlgrid.agents.arrays import alloc_obs
+from marlgrid.agents.encoders import (
     DictEncoder,
     FlatEncoder,
-    NetworkConfig,
     OneHotDiscreteEncoder,
     OneHotImageEncoder,
     PixelEncoder,
@@ -19,7 +20,7 @@ from marlgrid.agents.networks import (
     flatten_cells,
     make_encoder,
 )
-from marlgrid.agents.ppo import alloc_obs
+from marlgrid.agents.networks import ActorCritic, NetworkConfig, QNetwork
 
 CFG = NetworkConfig(hidden_size=16, trunk_sizes=(32,), head_sizes=(16,), conv_channels=(8, 8))
 
@@ -163,7 +164,7 @@ def test_dict_with_direction_is_one_hot() -> None:
 @pytest.mark.parametrize("space", [SYMBOLIC, DICT, spaces.Box(-1, 1, (3,), np.float32)])
 def test_actor_critic_sequence_and_step(memory: str, space: spaces.Space) -> None:
     torch.manual_seed(0)
-    cfg = NetworkConfig(**{**CFG.__dict__, "memory": memory})
+    cfg = dataclasses.replace(CFG, memory=memory)
     net = ActorCritic(space, spaces.Discrete(3), cfg)
     T, B = 4, 2
     obs = alloc_obs(space, (T, B), "cpu")
@@ -187,6 +188,7 @@ def test_actor_critic_sequence_and_step(memory: str, space: spaces.Space) -> Non
             torch.testing.assert_close(step_values, values[t], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(s, final, atol=1e-5, rtol=1e-4)
         actions, logp, v, _ = net.act(o, state)
+        assert v.shape == (B,)
         assert actions.shape == (B,) and ((actions >= 0) & (actions < 3)).all()
         assert torch.all(logp <= 0)
 
@@ -194,3 +196,60 @@ def test_actor_critic_sequence_and_step(memory: str, space: spaces.Space) -> Non
 def test_non_discrete_action_space_rejected() -> None:
     with pytest.raises(NotImplementedError):
         ActorCritic(SYMBOLIC, spaces.Box(-1, 1, (2,)), CFG)
+    with pytest.raises(NotImplementedError):
+        QNetwork(SYMBOLIC, spaces.Box(-1, 1, (2,)), CFG)
+
+
+def _sequence(space: spaces.Space, T: int, B: int):
+    sample = _sample(space, T * B)
+    if isinstance(sample, dict):
+        return {k: v.view(T, B, *v.shape[1:]) for k, v in sample.items()}
+    return sample.view(T, B, *sample.shape[1:])
+
+
+@pytest.mark.parametrize("memory", ["lstm", "gru", "none"])
+def test_evaluate_and_torso_give_the_forward_outputs(memory: str) -> None:
+    """``evaluate`` (the core's training path) and ``heads(torso(...))`` equal ``forward``, from a
+    non-zero state with resets at the start and inside the sequence."""
+    torch.manual_seed(0)
+    net = ActorCritic(DICT, spaces.Discrete(3), dataclasses.replace(CFG, memory=memory))
+    assert net.memory is net.torso.memory and net.state_size == net.torso.state_size
+    T, B = 5, 3
+    obs = _sequence(DICT, T, B)
+    resets = torch.zeros(T, B, dtype=torch.bool)
+    resets[0, 0] = resets[2, 1] = resets[4, 1] = True
+    state = torch.randn(B, net.state_size)
+    with torch.no_grad():
+        logits, values, _ = net(obs, state, resets)
+        ev_logits, ev_values = net.evaluate(obs, state, resets)
+        out, _ = net.torso(obs, state, resets)
+        head_logits, head_values = net.heads(out)
+        assert net.heads(out, policy=False)[0] is None
+    assert out.shape == (T, B, CFG.hidden_size)
+    for a, b in ((ev_logits, logits), (ev_values, values), (head_logits, logits)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(head_values, values)
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_q_network_sequence_step_and_dueling(dueling: bool) -> None:
+    torch.manual_seed(0)
+    net = QNetwork(SYMBOLIC, spaces.Discrete(4), CFG, dueling=dueling)
+    T, B = 4, 2
+    obs = _sequence(SYMBOLIC, T, B)
+    resets = torch.zeros(T, B, dtype=torch.bool)
+    resets[2, 1] = True
+    state = torch.randn(B, net.state_size)
+    with torch.no_grad():
+        q, final = net(obs, state, resets)
+        assert q.shape == (T, B, 4) and final.shape == (B, net.state_size)
+        torch.testing.assert_close(net.q_values(obs, state, resets), q, atol=1e-5, rtol=1e-4)
+        s = state
+        for t in range(T):
+            step_q, s = net.step(obs[t], s, resets[t])
+            torch.testing.assert_close(step_q, q[t], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(s, final, atol=1e-5, rtol=1e-4)
+        if dueling:  # Q = V + A - mean(A): the mean over actions is the value stream
+            out, _ = net.torso(obs, state, resets)
+            v = net.value_head(out).squeeze(-1)
+            torch.testing.assert_close(q.mean(-1), v, atol=1e-5, rtol=1e-4)

@@ -8,7 +8,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.ppo import RolloutBuffer, compute_gae, ppo_loss
+from marlgrid.agents.ppo import ppo_loss
+from marlgrid.agents.returns import compute_gae
+from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 
 GAMMA, LAM = 0.9, 0.8  # gamma * lambda = 0.72
 

@@ -4,7 +4,7 @@ Task (:class:`CueMemoryEnv`): a cue in {0, 1} is shown at the first step, 3-6 bl
 then a query step pays +1 for the action equal to the cue. Episodes (5-8 steps) straddle the
 8-step training chunks, so stored (and refreshed) chunk-start states matter. A memoryless policy
 sees the same query observation whatever the cue, so it cannot beat a mean return of 0.5.
-Each run takes a few seconds on one core.
+Each run takes 3-15 s on one core.
 """
 
 from __future__ import annotations
@@ -13,36 +13,32 @@ import numpy as np
 import pytest
 import torch
 
-from marlgrid.agents.ppo import PPO, PPOConfig, RolloutBuffer, VectorRollout, train_on_vector_env
+from marlgrid.agents.networks import NetworkConfig
+from marlgrid.agents.ppo import PPO, PPOConfig
+from marlgrid.agents.rollout import train_on_vector_env
 from marlgrid.agents.toy_envs import CueMemoryEnv
+from tests.agents.conftest import collect
 
 DELAYS = {"min_delay": 3, "max_delay": 6}
 
 
 def _train(memory: str, seed: int = 0) -> tuple[PPO, float]:
     torch.set_num_threads(1)
-    cfg = PPOConfig(
-        memory=memory,
-        hidden_size=32,
-        trunk_sizes=(32,),
-        head_sizes=(),
-        num_steps=32,
-        lr=3e-3,
-        total_timesteps=30_000,
-        seed=seed,
-    )
-    learner, history = train_on_vector_env(CueMemoryEnv(16, **DELAYS), cfg)
+    net = NetworkConfig(memory=memory, hidden_size=32, trunk_sizes=(32,), head_sizes=())
+    cfg = PPOConfig(network=net, num_steps=32, lr=3e-3)
+    env = CueMemoryEnv(16, **DELAYS)
+    learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=seed)
+    history = train_on_vector_env(env, learner, total_timesteps=30_000, seed=seed)
+    assert learner.num_updates == len(history) == 58
     return learner, float(np.mean([h["charts/episodic_return"] for h in history[-5:]]))
 
 
 def _greedy_success(learner: PPO, seed: int = 1000) -> float:
     env = CueMemoryEnv(32, **DELAYS)
-    buffer = RolloutBuffer(64, 32, env.single_observation_space, learner.net.state_size)
-    rollout = VectorRollout(env, learner, seed=seed)
-    rollout.collect(buffer, deterministic=True)
-    stats = rollout.stats.pop()
-    assert stats["charts/episodes"] > 200
-    return stats["charts/episodic_return"]
+    rollout = collect(env, learner, 64, seed=seed, train=False, explore=False)
+    returns = rollout.pop_returns()
+    assert len(returns) > 200
+    return float(returns.mean())
 
 
 @pytest.mark.parametrize("memory", ["lstm", "gru"])

@@ -10,18 +10,18 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.ppo import (
-    PPO,
-    PPOConfig,
-    RolloutBuffer,
-    VectorRollout,
-    final_obs_rows,
-    linear_schedule,
-    train_on_vector_env,
-)
+from marlgrid.agents.arrays import final_obs_rows
+from marlgrid.agents.learner import config_from_dict
+from marlgrid.agents.networks import NetworkConfig
+from marlgrid.agents.optim import linear_schedule
+from marlgrid.agents.ppo import PPO, PPOConfig
+from marlgrid.agents.rollout import train_on_vector_env
+from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 from marlgrid.agents.toy_envs import CueMemoryEnv, RandomEpisodesEnv
+from tests.agents.conftest import collect
 
 SMALL = {"hidden_size": 16, "trunk_sizes": (16,), "head_sizes": (8,), "conv_channels": (4,)}
+
 METRIC_KEYS = {
     "losses/policy_loss",
     "losses/value_loss",
@@ -39,18 +39,23 @@ METRIC_KEYS = {
 }
 
 
+def _cfg(memory: str = "lstm", **overrides) -> PPOConfig:
+    """A small PPOConfig; ``overrides`` are PPOConfig fields."""
+    return PPOConfig(network=NetworkConfig(**SMALL, memory=memory), **overrides)
+
+
 @pytest.fixture(autouse=True)
 def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _learner_and_buffer(**overrides) -> tuple[PPO, RolloutBuffer]:
-    cfg = PPOConfig(**{**SMALL, "num_steps": 20, **overrides})
+def _learner_and_buffer(memory: str = "lstm", **overrides) -> tuple[PPO, RolloutBuffer]:
+    cfg = _cfg(memory, **{"num_steps": 20, **overrides})
     env = CueMemoryEnv(8)
-    learner = PPO(env.single_observation_space, env.single_action_space, cfg)
-    buffer = RolloutBuffer(cfg.num_steps, 8, env.single_observation_space, learner.net.state_size)
-    VectorRollout(env, learner, seed=cfg.seed).collect(buffer)
-    return learner, buffer
+    learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=0)
+    collect(env, learner, cfg.num_steps, seed=0)
+    assert learner.buffer is not None and learner.buffer.full and learner.ready()
+    return learner, learner.buffer
 
 
 def _params(learner: PPO) -> list[torch.Tensor]:
@@ -62,7 +67,7 @@ def test_update_metrics_and_padding(memory: str) -> None:
     # T=20 is not a multiple of chunk_len=8: the last chunk of each slot is padded and masked
     learner, buffer = _learner_and_buffer(memory=memory, kl_target=None)
     before = _params(learner)
-    metrics = learner.update(buffer)
+    metrics = learner.update()
     assert metrics.keys() >= METRIC_KEYS
     for k in METRIC_KEYS - {"losses/explained_variance"}:
         assert math.isfinite(metrics[k]), k
@@ -72,7 +77,7 @@ def test_update_metrics_and_padding(memory: str) -> None:
 
 def test_kl_early_stopping_ends_each_epoch() -> None:
     learner, buffer = _learner_and_buffer(kl_target=1e-9, lr=1e-2)
-    metrics = learner.update(buffer)
+    metrics = learner.update(buffer=buffer)
     # first minibatch: the policy is the behaviour policy (KL ~ 0) so it steps; every later
     # minibatch sees KL > 1.5e-9 and ends its epoch without stepping
     assert metrics["charts/minibatches"] == 1
@@ -83,13 +88,13 @@ def test_hard_kl_limit_rolls_back_params_and_optimizer() -> None:
     learner, buffer = _learner_and_buffer(kl_target=None, kl_hard_limit=0.0, lr=1e-2)
     before = _params(learner)
     opt_before = learner.optimizer.state_dict()
-    metrics = learner.update(buffer)
+    metrics = learner.update(buffer=buffer)
     assert metrics["charts/rolled_back"] == 1.0 and metrics["losses/approx_kl_batch"] > 0
     assert all(torch.equal(a, b) for a, b in zip(before, _params(learner), strict=True))
     assert learner.optimizer.state_dict()["state"] == opt_before["state"] == {}
 
     learner.cfg.kl_hard_limit = 1e9
-    metrics = learner.update(buffer)
+    metrics = learner.update(buffer=buffer)
     assert metrics["charts/rolled_back"] == 0.0
     assert any(not torch.equal(a, b) for a, b in zip(before, _params(learner), strict=True))
 
@@ -97,32 +102,36 @@ def test_hard_kl_limit_rolls_back_params_and_optimizer() -> None:
 def test_schedules() -> None:
     assert linear_schedule(1.0, 0.0, 0.25) == 0.75 and linear_schedule(1.0, 3.0, 2.0) == 3.0
     learner, buffer = _learner_and_buffer(lr=1e-3, anneal_lr=True, ent_coef=0.1, ent_coef_final=0.0)
-    metrics = learner.update(buffer, progress=0.5)
+    metrics = learner.update(progress=0.5)
     assert metrics["charts/learning_rate"] == pytest.approx(5e-4)
     assert metrics["charts/ent_coef"] == pytest.approx(0.05)
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(5e-4)
     learner.cfg.anneal_lr = False
-    assert learner.update(buffer, progress=0.9)["charts/learning_rate"] == pytest.approx(1e-3)
+    assert learner.update(0.9, buffer)["charts/learning_rate"] == pytest.approx(1e-3)
 
 
 def test_state_dict_round_trip() -> None:
-    learner, buffer = _learner_and_buffer()
-    learner.update(buffer)
+    learner, _ = _learner_and_buffer()
+    learner.update()
     blob = io.BytesIO()
     torch.save(learner.state_dict(), blob)
     blob.seek(0)
     env = CueMemoryEnv(1)
-    cfg = PPOConfig(**{**SMALL, "seed": 123})
-    restored = PPO(env.single_observation_space, env.single_action_space, cfg)
-    restored.load_state_dict(torch.load(blob, weights_only=True))
+    saved = torch.load(blob, weights_only=True)
+    cfg = config_from_dict(saved["config"])  # the saved config rebuilds the learner
+    assert cfg == learner.cfg
+    restored = PPO(env.single_observation_space, env.single_action_space, cfg, seed=123)
+    restored.load_state_dict(saved)
     assert all(torch.equal(a, b) for a, b in zip(_params(learner), _params(restored), strict=True))
     assert restored.num_updates == 1 and restored.num_refreshes == learner.num_refreshes
     opt_a, opt_b = learner.optimizer.state_dict(), restored.optimizer.state_dict()
     for k, v in opt_a["state"].items():
         assert torch.equal(v["exp_avg"], opt_b["state"][k]["exp_avg"])
     # same generator state -> same sampled actions
-    obs, state = torch.rand(8, 3), learner.initial_state(8)
-    torch.testing.assert_close(learner.act(obs, state)[0], restored.act(obs, state)[0])
+    obs, state, resets = torch.rand(8, 3), learner.initial_state(8), torch.ones(8, dtype=torch.bool)
+    torch.testing.assert_close(
+        learner.act(obs, state, resets).actions, restored.act(obs, state, resets).actions
+    )
 
 
 def test_train_loop_on_dict_observations_with_truncations() -> None:
@@ -134,10 +143,11 @@ def test_train_loop_on_dict_observations_with_truncations() -> None:
         }
     )
     env = RandomEpisodesEnv(4, space, num_actions=7)
-    cfg = PPOConfig(**SMALL, memory="gru", num_steps=16, chunk_len=4, kl_hard_limit=10.0)
+    cfg = _cfg("gru", num_steps=16, chunk_len=4, kl_hard_limit=10.0)
+    learner = PPO(space, env.single_action_space, cfg, seed=0)
     logged: list[int] = []
-    learner, history = train_on_vector_env(
-        env, cfg, total_timesteps=3 * 16 * 4, log_fn=lambda m, step: logged.append(step)
+    history = train_on_vector_env(
+        env, learner, total_timesteps=3 * 16 * 4, log_fn=lambda m, step: logged.append(step)
     )
     assert logged == [64, 128, 192] and len(history) == 3
     assert history[-1]["charts/episodes"] > 0 and history[-1]["charts/SPS"] > 0
@@ -152,7 +162,7 @@ def test_missing_final_obs_on_truncation_raises() -> None:
 
     env = NoFinalObs(4, spaces.Box(0, 1, (2,), np.float32), p_term=0.0, p_trunc=1.0)
     with pytest.raises(ValueError, match="final_obs"):
-        train_on_vector_env(env, PPOConfig(**SMALL, num_steps=4), total_timesteps=16)
+        train_on_vector_env(env, _cfg(num_steps=4), total_timesteps=16)
 
 
 def test_final_obs_rows_accepts_gymnasium_object_arrays() -> None:
@@ -177,20 +187,14 @@ def test_runs_on_a_gymnasium_vector_env() -> None:
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
     )
-    cfg = PPOConfig(**SMALL, num_steps=16)
-    _, history = train_on_vector_env(envs, cfg, total_timesteps=2 * 16 * 4)
+    history = train_on_vector_env(envs, _cfg(num_steps=16), total_timesteps=2 * 16 * 4)
     assert len(history) == 2 and history[-1]["charts/episodes"] > 0
 
 
-def test_invalid_steps_do_not_change_the_update():
+def test_invalid_steps_do_not_change_the_update() -> None:
     """Steps marked not valid (agents out of play) are left out of every loss term."""
-    import numpy as np
-    import torch
-    from gymnasium import spaces
 
-    from marlgrid.agents.ppo import PPO, PPOConfig
-
-    def run(garbage: float):
+    def run(garbage: float) -> list[torch.Tensor]:
         cfg = PPOConfig(
             num_steps=8,
             chunk_len=4,
@@ -198,11 +202,10 @@ def test_invalid_steps_do_not_change_the_update():
             update_epochs=1,
             kl_target=None,
             refresh_interval=0,
-            seed=0,
             norm_adv=False,
         )
         space = spaces.Box(-1e9, 1e9, (3,), np.float32)
-        learner = PPO(space, spaces.Discrete(2), cfg)
+        learner = PPO(space, spaces.Discrete(2), cfg, seed=0)
         buf = learner.new_buffer(2)
         state = learner.initial_state(2)
         gen = torch.Generator().manual_seed(0)
@@ -210,21 +213,23 @@ def test_invalid_steps_do_not_change_the_update():
             obs = torch.rand(2, 3, generator=gen)
             valid = torch.tensor([True, t < 4])
             obs[1] = torch.where(valid[1], obs[1], torch.full((3,), garbage))
-            a, logp, v, state = learner.act(obs, state)
+            resets = torch.tensor([t == 0, t == 0])
+            out = learner.act(obs, state, resets)
             buf.add(
                 obs,
-                torch.tensor([t == 0, t == 0]),
+                resets,
                 state,
-                a,
-                logp,
-                v,
+                out.actions,
+                out.extras["logp"],
+                out.extras["values"],
                 torch.ones(2),
                 torch.tensor([False, t == 3]),
                 torch.zeros(2, dtype=torch.bool),
                 valid=valid,
             )
+            state = out.state
         buf.finish(obs, state, torch.zeros(2, dtype=torch.bool), torch.zeros(2))
-        learner.update(buf)
+        learner.update(buffer=buf)
         return [p.detach().clone() for p in learner.net.parameters()]
 
     for a, b in zip(run(0.0), run(123.0), strict=True):

@@ -7,16 +7,15 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.networks import Obs
-from marlgrid.agents.ppo import (
-    PPO,
-    PPOConfig,
-    RolloutBuffer,
-    VectorRollout,
-    compute_gae,
-    obs_index,
-)
+from marlgrid.agents.arrays import Obs, obs_index
+from marlgrid.agents.networks import NetworkConfig
+from marlgrid.agents.ppo import PPO, PPOConfig
+from marlgrid.agents.returns import compute_gae
+from marlgrid.agents.rollout import MultiAgentRollout
+from marlgrid.agents.staleness import state_staleness
+from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 from marlgrid.agents.toy_envs import RandomEpisodesEnv
+from tests.agents.conftest import collect
 
 OBS_SPACE = spaces.Dict(
     {
@@ -33,22 +32,19 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _setup(memory: str, seed: int = 0, stride: int = 1) -> tuple[PPO, RolloutBuffer, VectorRollout]:
-    cfg = PPOConfig(
-        memory=memory,
-        hidden_size=16,
-        trunk_sizes=(16,),
-        head_sizes=(8,),
-        conv_channels=(4,),
-        num_steps=T,
-        seed=seed,
+def _setup(
+    memory: str, seed: int = 0, stride: int = 1
+) -> tuple[PPO, RolloutBuffer, MultiAgentRollout]:
+    net = NetworkConfig(
+        memory=memory, hidden_size=16, trunk_sizes=(16,), head_sizes=(8,), conv_channels=(4,)
     )
+    cfg = PPOConfig(network=net, num_steps=T)
     env = RandomEpisodesEnv(B, OBS_SPACE, p_term=0.08, p_trunc=0.08)
-    learner = PPO(OBS_SPACE, env.single_action_space, cfg)
+    learner = PPO(OBS_SPACE, env.single_action_space, cfg, seed=seed)
     buffer = RolloutBuffer(T, B, OBS_SPACE, learner.net.state_size, state_stride=stride)
-    rollout = VectorRollout(env, learner, seed=seed)
-    rollout.collect(buffer)
-    rollout.collect(buffer)  # second rollout: its first state is carried over, not zero
+    # two rollouts: the second one's first state is carried over, not zero
+    rollout = collect(env, learner, 2 * T, seed=seed, buffer=buffer)
+    assert learner.buffer is buffer and buffer.full
     return learner, buffer, rollout
 
 
@@ -147,14 +143,14 @@ def test_update_refreshes_every_interval_minibatches(stride: int) -> None:
     learner, buf, _ = _setup("lstm", stride=stride)
     learner.cfg.update_epochs, learner.cfg.num_minibatches, learner.cfg.refresh_interval = 2, 4, 2
     learner.cfg.kl_target = None
-    metrics = learner.update(buf)
+    metrics = learner.update(buffer=buf)
     # 8 minibatches, refresh after the 2nd, 4th and 6th (the one after the 8th would go unused)
     assert metrics["charts/minibatches"] == 8
     assert metrics["charts/refreshes"] == 3
     assert metrics["charts/staleness_mse"] > 0
     assert 0 < metrics["charts/staleness_cos"] <= 1
     learner.cfg.refresh_interval = 0
-    metrics = learner.update(buf)
+    metrics = learner.update(buffer=buf)
     assert metrics["charts/refreshes"] == 0 and np.isnan(metrics["charts/staleness_mse"])
 
 
@@ -193,18 +189,32 @@ def test_update_is_the_same_with_states_stored_only_at_chunk_starts() -> None:
     for name in ("obs", "next_obs", "final_obs"):  # dict observations
         setattr(chunked, name, {k: v.clone() for k, v in getattr(full, name).items()})
     chunked.states.copy_(full.states[::8])
+    chunked.pos = full.pos  # full: update reads only finished buffers
     with torch.no_grad():
         gen = torch.Generator().manual_seed(3)
         for p in learner.net.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=gen))
     learner.cfg.kl_target, learner.cfg.lr, learner.cfg.anneal_lr = None, 0.0, False
     gen_state = learner.generator.get_state()
-    metrics_full = learner.update(full)
+    metrics_full = learner.update(buffer=full)
     learner.generator.set_state(gen_state)  # same minibatch order
-    metrics_chunked = learner.update(chunked)
+    metrics_chunked = learner.update(buffer=chunked)
     assert metrics_full["charts/refreshes"] == 7 and metrics_full["charts/staleness_mse"] > 0
     for key in ("losses/policy_loss", "losses/value_loss", "charts/staleness_mse"):
         assert metrics_full[key] == pytest.approx(metrics_chunked[key], rel=1e-5, abs=1e-7), key
     torch.testing.assert_close(full.states[::8], chunked.states, atol=1e-6, rtol=0)
     for k in ("values", "advantages", "returns"):
         torch.testing.assert_close(getattr(full, k), getattr(chunked, k), atol=1e-6, rtol=0)
+
+
+def test_state_staleness_hand_values() -> None:
+    stored = torch.tensor([[[1.0, 0.0], [0.0, 0.0]], [[3.0, 4.0], [0.0, 0.0]]])  # (2, 2, S=2)
+    fresh = torch.tensor([[[0.0, 1.0], [0.0, 0.0]], [[3.0, 4.0], [2.0, 0.0]]])
+    # squared differences 1 + 1 + 4 over 8 entries; cosines: orthogonal 0, equal 1; the rows
+    # where either state is zero (episode starts) are left out of the cosine
+    assert state_staleness(stored, fresh) == {"mse": 0.75, "cos": 0.5}
+    opposite = state_staleness(torch.tensor([[1.0, 1.0]]), torch.tensor([[-2.0, -2.0]]))
+    assert opposite == {"mse": pytest.approx(9.0), "cos": pytest.approx(-1.0)}
+    zeros = torch.zeros(3, 2)
+    assert state_staleness(zeros, zeros.clone()) == {"mse": 0.0, "cos": 1.0}  # no row to compare
+    assert state_staleness(torch.zeros(4, 0), torch.zeros(4, 0)) == {"mse": 0.0, "cos": 1.0}
