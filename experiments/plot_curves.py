@@ -16,9 +16,29 @@ from pathlib import Path
 import numpy as np
 
 
+class CurveError(ValueError):
+    """A run directory or metric that cannot be plotted; the message says why."""
+
+
 def read_curve(run_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    with (run_dir / "metrics.csv").open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get(metric) not in (None, "", "nan")]
+    """Steps and values of ``metric`` in ``run_dir/metrics.csv`` (rows without it skipped).
+
+    Raises :class:`CurveError` when the run has no ``metrics.csv`` or no column ``metric``
+    (naming the available ones).
+    """
+    path = run_dir / "metrics.csv"
+    if not run_dir.is_dir():
+        raise CurveError(f"run directory {run_dir} does not exist")
+    if not path.is_file():
+        raise CurveError(f"{run_dir} is not a run directory: it has no metrics.csv")
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns = [c for c in (reader.fieldnames or []) if c != "step"]
+        if metric not in columns:
+            raise CurveError(
+                f"metric {metric!r} is not in {path}; available metrics: {sorted(columns)}"
+            )
+        rows = [r for r in reader if r.get(metric) not in (None, "", "nan")]
     steps = np.array([float(r["step"]) for r in rows])
     values = np.array([float(r[metric]) for r in rows])
     return steps, values
@@ -63,6 +83,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baselines", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("curves.png"))
     args = parser.parse_args(argv)
+    try:
+        curves = [(run, *read_curve(run, args.metric)) for run in args.runs]
+    except CurveError as err:
+        parser.error(str(err))
+    if not any(len(values) for _, _, values in curves):
+        parser.error(f"metric {args.metric!r} has no values in {[str(r) for r in args.runs]}")
 
     import matplotlib
 
@@ -71,8 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     from omegaconf import OmegaConf
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for run in args.runs:
-        steps, values = read_curve(run, args.metric)
+    for run, steps, values in curves:
         ax.plot(steps, smooth(values, args.smooth), label=str(run))
     if args.baselines:
         cfg = OmegaConf.load(args.runs[0] / ".hydra" / "config.yaml")

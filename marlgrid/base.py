@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from marlgrid import kernels as K
-from marlgrid.config import AgentConfig, ConfigError, build_agents, check_float, check_int
+from marlgrid.config import MAX_COUNT, MAX_SIDE, AgentConfig, ConfigError, build_agents, check_int
 from marlgrid.constants import (
     ACTIONS,
     AGENT,
@@ -23,70 +23,13 @@ from marlgrid.constants import (
 )
 from marlgrid.engine import Engine
 from marlgrid.layout import Layout
+from marlgrid.rules import Rules
+
+__all__ = ["ActionError", "MarlGridEnv", "Rules", "observation_space_for"]
 
 
 class ActionError(ValueError):
     """An action dict that does not fit the live agents or their action spaces."""
-
-
-@dataclass(frozen=True)
-class Rules:
-    """Task rules shared by every env of a batch.
-
-    Attributes:
-        max_steps: episode length; every agent still in play is truncated at this step.
-        ghost_mode: agents may share cells (default); otherwise moves are resolved as blocking.
-        respawn: an agent that reaches a goal (or lava) is placed again at once instead of leaving.
-        reward_decay: MiniGrid's ``1 - 0.9 * step / max_steps`` factor on positive rewards.
-        goal_reward: reward for entering a goal.
-        lava_reward: reward for entering lava (it ends the agent's episode like a goal).
-        n_goals: number of goal-cycle tiles (0 = none).
-        cycle_reward: reward for entering the next tile of the cycle.
-        penalty: entering a wrong tile pays ``-abs(penalty)``.
-        initial_reward: whether the first tile of an episode pays ``cycle_reward``.
-        reset_on_mistake: a wrong tile restarts the cycle from that tile.
-        streak_bonus: extra ``streak_bonus * streak`` for consecutive correct tiles.
-    """
-
-    max_steps: int = 100
-    ghost_mode: bool = True
-    respawn: bool = False
-    reward_decay: bool = False
-    goal_reward: float = 1.0
-    lava_reward: float = 0.0
-    n_goals: int = 0
-    cycle_reward: float = 1.0
-    penalty: float = 0.0
-    initial_reward: bool = True
-    reset_on_mistake: bool = False
-    streak_bonus: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_int("max_steps", self.max_steps, low=1)
-        check_int("n_goals", self.n_goals, low=0)
-        for name in ("goal_reward", "lava_reward", "cycle_reward", "penalty", "streak_bonus"):
-            check_float(name, getattr(self, name))
-        for name in ("ghost_mode", "respawn", "reward_decay", "initial_reward", "reset_on_mistake"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
-                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
-
-    def to_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The rules as the kernels' integer and float vectors."""
-        rules_i = np.zeros(K.N_RULES_I, dtype=np.int64)
-        rules_i[K.R_GHOST] = self.ghost_mode
-        rules_i[K.R_RESPAWN] = self.respawn
-        rules_i[K.R_MAX_STEPS] = self.max_steps
-        rules_i[K.R_DECAY] = self.reward_decay
-        rules_i[K.R_N_GOALS] = max(self.n_goals, 1)
-        rules_i[K.R_INITIAL] = self.initial_reward
-        rules_i[K.R_RESET_MISTAKE] = self.reset_on_mistake
-        rules_f = np.zeros(K.N_RULES_F, dtype=np.float64)
-        rules_f[K.R_GOAL_REWARD] = self.goal_reward
-        rules_f[K.R_CYCLE_REWARD] = self.cycle_reward
-        rules_f[K.R_PENALTY] = self.penalty
-        rules_f[K.R_STREAK_BONUS] = self.streak_bonus
-        rules_f[K.R_LAVA_REWARD] = self.lava_reward
-        return rules_i, rules_f
 
 
 def observation_space_for(cfg: AgentConfig, width: int, height: int) -> spaces.Space:
@@ -142,15 +85,17 @@ class MarlGridEnv(ParallelEnv):
         render_mode: str | None = None,
         **rules: Any,
     ) -> None:
-        check_int("width", width, low=3)
-        check_int("height", height, low=3)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+        width = check_int("width", width, low=3, high=MAX_SIDE)
+        height = check_int("height", height, low=3, high=MAX_SIDE)
+        if render_mode is not None and (
+            not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
+        ):
             raise ConfigError(
                 f"render_mode must be one of {self.metadata['render_modes']} or None, "
                 f"got {render_mode!r}"
             )
         if max_cycles is not None:
-            rules["max_steps"] = max_cycles
+            rules["max_steps"] = check_int("max_cycles", max_cycles, low=1, high=MAX_COUNT)
         unknown = sorted(set(rules) - set(Rules.__dataclass_fields__))
         if unknown:
             raise ConfigError(
@@ -163,6 +108,12 @@ class MarlGridEnv(ParallelEnv):
         self.agent_configs = build_agents(n_agents, agent, agents)
         self.rules = Rules(**rules)
         self.max_steps = self.rules.max_steps
+        delays = [a.spawn_delay for a in self.agent_configs]
+        if min(delays) >= self.max_steps:
+            raise ConfigError(
+                f"spawn_delay of every agent ({delays}) is >= max_steps ({self.max_steps}): no "
+                "agent would ever play; give at least one agent a spawn_delay < max_steps"
+            )
         self.possible_agents = [f"agent_{i}" for i in range(len(self.agent_configs))]
         self.agents: list[str] = []
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
@@ -185,6 +136,11 @@ class MarlGridEnv(ParallelEnv):
         self._all_live = False
         self._bind_rows()
         self._viewer = None
+
+    @property
+    def engine(self) -> Engine:
+        """The batched engine (a batch of one) holding this env's state; read-only."""
+        return self._engine
 
     def _bind_rows(self) -> None:
         """Row views of the engine's buffers for the one env (rebuilt after unpickling)."""
@@ -236,6 +192,8 @@ class MarlGridEnv(ParallelEnv):
     ) -> tuple[dict[str, Any], dict[str, dict]]:
         if seed is not None:
             check_int("seed", seed, low=0)
+        self.agents = []  # until the new episode exists (a failed reset leaves none)
+        self._all_live = False
         self._engine.reset([0], [seed])
         self._engine.observe()
         self.agents = self.possible_agents[:]
@@ -248,6 +206,11 @@ class MarlGridEnv(ParallelEnv):
 
     def step(self, actions: dict[str, Any]):
         agents = self.agents
+        if type(actions) is not dict and not isinstance(actions, Mapping):
+            raise ActionError(
+                "actions must be a dict mapping each live agent id to an int action, got "
+                f"{type(actions).__name__} {actions!r:.60}; live agents are {agents}"
+            )
         if len(actions) != len(agents) or not agents:
             self._raise_bad_keys(actions)
         act, limits, index = self._act_row, self._n_actions, self._index
@@ -302,6 +265,8 @@ class MarlGridEnv(ParallelEnv):
             raise ActionError(f"action for {name} must be an integer, got {a!r}") from None
 
     def _raise_bad_keys(self, actions: dict[str, Any]) -> None:
+        if not self._engine.started[0]:
+            raise ActionError("step() before reset(): call reset() first")
         if not self.agents:
             raise ActionError("the episode is over (no live agents); call reset() first")
         live = set(self.agents)
@@ -353,6 +318,7 @@ class MarlGridEnv(ParallelEnv):
     def grid_encoding(self, with_agents: bool = True) -> np.ndarray:
         """The full map as ``(W, H, 3)`` uint8 cells; agents in play as ``(10, color, dir)``."""
         engine = self._engine
+        engine.require_started("grid_encoding()", 0)
         grid = engine.grid[0].copy()
         if with_agents:
             colors = engine.update_colors()
@@ -364,12 +330,14 @@ class MarlGridEnv(ParallelEnv):
 
     def state(self) -> np.ndarray:
         """PettingZoo's global state: the full map encoding with agents."""
+        self._engine.require_started("state()", 0)
         return self.grid_encoding()
 
     @property
     def agent_positions(self) -> dict[str, tuple[int, int] | None]:
         """Cell ``(x, y)`` of each agent in play (``None`` for agents out of play)."""
         engine = self._engine
+        engine.require_started("agent_positions", 0)
         return {
             name: tuple(int(c) for c in engine.pos[0, k])
             if engine.status[0, k] == K.ACTIVE
@@ -379,6 +347,7 @@ class MarlGridEnv(ParallelEnv):
 
     @property
     def agent_directions(self) -> dict[str, int]:
+        self._engine.require_started("agent_directions", 0)
         return {name: int(self._engine.dirs[0, k]) for k, name in enumerate(self.possible_agents)}
 
     @property
@@ -390,15 +359,18 @@ class MarlGridEnv(ParallelEnv):
     def visibility(self, agent: str) -> np.ndarray:
         """``agent``'s visibility mask over its own view, ``(view, view)`` bool indexed [x, y]."""
         k = self._index[self._check_agent(agent)]
+        self._engine.require_started("visibility()", 0)
         v = self.agent_configs[k].view_size
         return self._engine.vis[0, k, :v, :v].copy()
 
     def visible_cells(self, agent: str) -> np.ndarray:
         """Map cells ``agent`` sees, as a ``(W, H)`` bool mask."""
+        self._engine.require_started("visible_cells()", 0)
         return self._engine.visible_cells(0, self._index[self._check_agent(agent)])
 
     def pprint(self) -> str:
         """The map as text: two characters per cell, agents as arrows."""
+        self._engine.require_started("pprint()", 0)
         grid = self.grid_encoding()
         arrows = ">v<^"
         rows = []

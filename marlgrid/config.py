@@ -1,8 +1,15 @@
-"""Per-agent configuration and validation of user-supplied settings."""
+"""Per-agent configuration and validation of user-supplied settings.
+
+Every setting is checked when an env is built, before anything runs: booleans must be ``bool``
+(numpy's too), numbers finite and of the right kind (an int is fine where a float is expected,
+a float is not an int), and lists of names real sequences (a bare string is not one). A bad value
+raises :class:`ConfigError` naming the setting, the value and what is allowed.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +21,21 @@ from marlgrid.constants import COLOR_TO_IDX, HIDEABLE
 OBSERVATION_MODES = ("symbolic", "onehot", "rgb")
 EXTRAS = ("reward", "position", "direction")
 AGENT_COLORS = (*COLOR_TO_IDX, "prestige")
+#: Default agent colors by agent index (cycled): MiniGrid's colors, with green (goals) and
+#: yellow (goal-cycle tiles) last so that an agent on a goal or tile stays visible.
+DEFAULT_AGENT_COLORS = ("red", "blue", "purple", "grey", "green", "yellow")
+#: Upper bounds that keep arrays allocatable and counters inside the kernels' int64 / float32.
+MAX_SIDE = 4096  # map width / height, cells
+MAX_AGENTS = 1024
+MAX_VIEW = 255  # view_size, cells
+MAX_TILE = 128  # tile_size, pixels
+MAX_PIXELS = 4096  # side of an RGB observation, pixels
+MAX_COUNT = 2**31 - 1  # steps, delays, goal counts
+MAX_REWARD = float(np.finfo(np.float32).max)  # rewards are float32
 
 
 class ConfigError(ValueError):
-    """An invalid setting; the message names the value and what is allowed."""
+    """An invalid setting; the message names the setting, the value and what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -33,9 +51,11 @@ class AgentConfig:
         extras: extra Dict observation entries: ``reward`` (of its last step), ``position``,
             ``direction``. With no extras the observation is the bare view array.
         restrict_actions: only left, right and forward (``Discrete(3)``).
-        color: a fixed MiniGrid color name, or ``prestige`` (red to blue as rewards come in).
-        prestige_beta: per-step decay of prestige.
-        prestige_scale: prestige at which ``tanh`` of the color blend reaches about 0.76.
+        color: a fixed MiniGrid color name, ``prestige`` (red to blue as rewards come in), or
+            ``None`` (default): by agent index, cycling :data:`DEFAULT_AGENT_COLORS` (agent 0 red,
+            agent 1 blue, agent 2 purple, ...).
+        prestige_beta: per-step decay of prestige, in [0, 1].
+        prestige_scale: prestige at which ``tanh`` of the color blend reaches about 0.76 (> 0).
         spawn_delay: the agent is held out of play for its first ``spawn_delay`` steps.
         see_through_walls: no occlusion.
     """
@@ -47,19 +67,20 @@ class AgentConfig:
     hide: tuple[str, ...] = ()
     extras: tuple[str, ...] = ()
     restrict_actions: bool = False
-    color: str = "red"
+    color: str | None = None
     prestige_beta: float = 0.95
     prestige_scale: float = 2.0
     spawn_delay: int = 0
     see_through_walls: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hide", tuple(self.hide))
-        object.__setattr__(self, "extras", tuple(self.extras))
-        check_int("view_size", self.view_size, low=3)
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        put("view_size", check_int("view_size", self.view_size, low=3, high=MAX_VIEW))
         if self.view_size % 2 == 0:
             raise ConfigError(f"view_size must be odd and >= 3, got {self.view_size}")
-        check_int("view_offset", self.view_offset, low=0)
+        put("view_offset", check_int("view_offset", self.view_offset, low=0))
         if self.view_offset > self.view_size - 1 - self.view_size // 2:
             raise ConfigError(
                 f"view_offset must be in [0, {self.view_size - 1 - self.view_size // 2}] for "
@@ -67,27 +88,58 @@ class AgentConfig:
                 f"got {self.view_offset}"
             )
         check_choice("observation", self.observation, OBSERVATION_MODES)
-        check_int("tile_size", self.tile_size, low=1)
-        for name in self.hide:
-            check_choice("hide entry", name, HIDEABLE)
-        for name in self.extras:
-            check_choice("extras entry", name, EXTRAS)
-        check_choice("color", self.color, AGENT_COLORS)
-        if not 0.0 <= float(self.prestige_beta) <= 1.0:
-            raise ConfigError(f"prestige_beta must be in [0, 1], got {self.prestige_beta}")
-        if not float(self.prestige_scale) > 0.0:
-            raise ConfigError(f"prestige_scale must be > 0, got {self.prestige_scale}")
-        check_int("spawn_delay", self.spawn_delay, low=0)
+        put("tile_size", check_int("tile_size", self.tile_size, low=1, high=MAX_TILE))
+        if self.observation == "rgb" and self.view_size * self.tile_size > MAX_PIXELS:
+            raise ConfigError(
+                f"tile_size x view_size must be <= {MAX_PIXELS} pixels for rgb observations, got "
+                f"{self.tile_size} x {self.view_size} = {self.tile_size * self.view_size}"
+            )
+        put("hide", check_names("hide", self.hide, HIDEABLE))
+        put("extras", check_names("extras", self.extras, EXTRAS))
+        put("restrict_actions", check_bool("restrict_actions", self.restrict_actions))
+        if self.color is not None:
+            check_choice("color", self.color, AGENT_COLORS)
+        put("prestige_beta", check_float("prestige_beta", self.prestige_beta, low=0.0, high=1.0))
+        put(
+            "prestige_scale",
+            check_float("prestige_scale", self.prestige_scale, low=0.0, low_open=True),
+        )
+        put("spawn_delay", check_int("spawn_delay", self.spawn_delay, low=0, high=MAX_COUNT))
+        put("see_through_walls", check_bool("see_through_walls", self.see_through_walls))
+
+    def with_default_color(self, index: int) -> AgentConfig:
+        """This config with ``color`` filled in for agent number ``index`` if it is ``None``."""
+        if self.color is not None:
+            return self
+        color = DEFAULT_AGENT_COLORS[index % len(DEFAULT_AGENT_COLORS)]
+        return dataclasses.replace(self, color=color)
 
     @classmethod
     def build(cls, shared: Mapping[str, Any] | None, own: Mapping[str, Any] | None) -> AgentConfig:
         """Merge the shared agent settings with one agent's own; unknown keys raise."""
         merged = {**(shared or {}), **(own or {})}
         allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(merged) - allowed)
+        unknown = sorted(set(merged) - allowed, key=repr)
         if unknown:
             raise ConfigError(f"unknown agent setting(s) {unknown}; allowed: {sorted(allowed)}")
         return cls(**merged)
+
+
+def _settings_dict(name: str, value: Any) -> dict[str, Any] | None:
+    """``value`` (an :class:`AgentConfig`, a mapping or None) as a plain dict of settings."""
+    if value is None:
+        return None
+    if isinstance(value, AgentConfig):
+        out = dataclasses.asdict(value)
+        if value.color is None:
+            del out["color"]  # keep the per-index default
+        return out
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise ConfigError(
+        f"{name} must be a dict of agent settings or an AgentConfig, got {value!r} "
+        f"({type(value).__name__})"
+    )
 
 
 def build_agents(
@@ -95,36 +147,108 @@ def build_agents(
     agent: Mapping[str, Any] | AgentConfig | None,
     agents: Sequence[Mapping[str, Any] | AgentConfig] | None,
 ) -> list[AgentConfig]:
-    """Agent configs from a shared setting dict plus optional per-agent overrides."""
-    shared = dataclasses.asdict(agent) if isinstance(agent, AgentConfig) else agent
+    """Agent configs from a shared setting dict plus optional per-agent overrides.
+
+    Agents left without a ``color`` get their default color by index.
+    """
+    shared = _settings_dict("agent", agent)
+    n = check_int("n_agents", n_agents, low=1, high=MAX_AGENTS)
     if agents is None:
-        check_int("n_agents", n_agents, low=1)
-        return [AgentConfig.build(shared, None) for _ in range(n_agents)]
-    if len(agents) == 0:
-        raise ConfigError("agents must list at least one agent, got an empty list")
-    out = []
-    for own in agents:
-        own_dict = dataclasses.asdict(own) if isinstance(own, AgentConfig) else own
-        out.append(AgentConfig.build(shared, own_dict))
-    return out
+        configs = [AgentConfig.build(shared, None) for _ in range(n)]
+    else:
+        if isinstance(agents, str | bytes | Mapping) or not isinstance(agents, Sequence):
+            raise ConfigError(
+                f"agents must be a list of per-agent setting dicts, got {agents!r} "
+                f"({type(agents).__name__})"
+            )
+        if not 1 <= len(agents) <= MAX_AGENTS:
+            raise ConfigError(f"agents must list 1 to {MAX_AGENTS} agents, got {len(agents)}")
+        configs = []
+        for i, own in enumerate(agents):
+            own_dict = _settings_dict(f"agents[{i}]", own)
+            try:
+                configs.append(AgentConfig.build(shared, own_dict))
+            except ConfigError as err:
+                raise ConfigError(f"agents[{i}]: {err}") from None
+    return [cfg.with_default_color(i) for i, cfg in enumerate(configs)]
 
 
-def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a bool; anything but ``True``/``False`` (numpy's included) raises."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise ConfigError(f"{name} must be True or False, got {value!r}")
+
+
+def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as an int within ``[low, high]``; bools, floats and strings raise."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
     if low is not None and value < low:
         raise ConfigError(f"{name} must be >= {low}, got {value}")
     if high is not None and value > high:
         raise ConfigError(f"{name} must be <= {high}, got {value}")
+    return value
 
 
-def check_float(name: str, value: Any, low: float | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+def check_float(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """``value`` (an int or a float) as a finite float within its bounds (open if told)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
         raise ConfigError(f"{name} must be a number, got {value!r}")
-    if low is not None and value < low:
-        raise ConfigError(f"{name} must be >= {low}, got {value}")
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    too_low = low is not None and (out < low or (low_open and out == low))
+    too_high = high is not None and (out > high or (high_open and out == high))
+    if too_low or too_high:
+        if low is not None and high is not None:
+            lo, hi = "(" if low_open else "[", ")" if high_open else "]"
+            allowed = f"in {lo}{low:g}, {high:g}{hi}"
+        elif low is not None:
+            allowed = f"{'>' if low_open else '>='} {low:g}"
+        else:
+            allowed = f"{'<' if high_open else '<='} {high:g}"
+        raise ConfigError(f"{name} must be {allowed}, got {value!r}")
+    return out
 
 
-def check_choice(name: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
+def check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
+    """``value`` if it is one of the strings ``allowed``."""
+    if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
+def check_names(name: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:
+    """``value`` (a list or tuple of distinct names from ``allowed``) as a tuple."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(
+        value, Sequence | set | frozenset
+    ):
+        example = value if isinstance(value, str) and value in allowed else allowed[0]
+        raise ConfigError(
+            f"{name} must be a list of names from {list(allowed)}, got {value!r} "
+            f"({type(value).__name__}); e.g. {name}=({example!r},)"
+        )
+    if isinstance(value, set | frozenset):
+        value = sorted(value, key=repr)
+    out = tuple(value)
+    for entry in out:
+        check_choice(f"{name} entry", entry, allowed)
+    duplicates = sorted({e for e in out if out.count(e) > 1})
+    if duplicates:
+        raise ConfigError(f"{name} lists {duplicates} more than once, got {value!r}")
+    return out

@@ -18,13 +18,15 @@ cycle_last        (N, K) int64           last correct goal-cycle tile, -1 before
 streak            (N, K) int64           consecutive correct goal-cycle entries
 step_count        (N,) int64             steps taken this episode
 rng               (N,) uint64            per-env splitmix64 state for in-step randomness
+started           (N,) bool              the env holds a world (its last reset completed)
 ================  =====================  ====================================================
+
+Until an env is reset its arrays hold no world: :meth:`Engine.require_started` raises then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,9 +42,7 @@ from marlgrid.constants import (
     OBJECT_TO_IDX,
 )
 from marlgrid.layout import Layout
-
-if TYPE_CHECKING:
-    from marlgrid.base import Rules
+from marlgrid.rules import Rules
 
 Generator = Callable[[Layout], None]
 
@@ -60,7 +60,7 @@ class Engine:
         num_envs: int = 1,
     ) -> None:
         self.width, self.height = width, height
-        self.agents = list(agents)
+        self.agents = [a.with_default_color(i) for i, a in enumerate(agents)]
         self.rules = rules
         self.generate = generate
         self.num_envs = n = num_envs
@@ -79,6 +79,7 @@ class Engine:
         self.streak = np.zeros((n, k), dtype=np.int64)
         self.step_count = np.zeros(n, dtype=np.int64)
         self.rng = np.zeros(n, dtype=np.uint64)
+        self.started = np.zeros(n, dtype=np.bool_)
         self.np_random = [np.random.default_rng() for _ in range(n)]
         # Outputs, overwritten by every step.
         self.rewards = np.zeros((n, k), dtype=np.float32)
@@ -289,9 +290,16 @@ class Engine:
 
     # -- reset and step -----------------------------------------------------------------------
 
+    def require_started(self, what: str, envs: int | None = None) -> None:
+        """Raise ``RuntimeError`` naming ``what`` unless env ``envs`` (all if None) was reset."""
+        ok = self.started.all() if envs is None else self.started[envs]
+        if not ok:
+            raise RuntimeError(f"{what} before reset(): call reset() first")
+
     def reset(self, envs: Sequence[int] | np.ndarray, seeds: Sequence[int | None] | None = None):
         """Start new episodes in ``envs``; a seed re-seeds that env's generator."""
         envs = np.asarray(envs, dtype=np.int64)
+        self.started[envs] = False  # until the new world is fully generated
         for arr, value in self._cleared_on_reset:
             arr[envs] = value
         self.grid[envs, ..., 0] = EMPTY
@@ -316,6 +324,7 @@ class Engine:
             self.acfg_i,
             self.rules.ghost_mode,
         )
+        self.started[envs] = True
 
     def step(self, actions: np.ndarray | None = None) -> None:
         """Advance every env one step and rebuild all views.

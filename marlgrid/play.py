@@ -60,9 +60,9 @@ def key_to_command(key: str) -> int | str | None:
 
 
 class IdlePolicy:
-    """Always ``done`` (the agent stays where it is)."""
+    """Always ``done`` (the agent stays where it is); a scripted policy."""
 
-    def act(self, engine: Any, k: int) -> np.ndarray:
+    def scripted_actions(self, engine: Any, k: int) -> np.ndarray:
         return np.full(engine.num_envs, DONE, dtype=np.int64)
 
 
@@ -117,12 +117,16 @@ class Player:
         self.last_rewards: dict[str, float] = {}
         self.returns: dict[str, float] = {}
         self.message = ""
+        self._obs: dict[str, Any] = {}
         self.reset(seed)
 
     # -- game logic ---------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None) -> None:
-        self.env.reset(seed=seed)
+        from marlgrid.episode import reset_joint
+
+        self._obs, _ = self.env.reset(seed=seed)
+        reset_joint({"others": self.others})
         self.episode += 1
         self.last_rewards = dict.fromkeys(self.env.possible_agents, 0.0)
         self.returns = dict.fromkeys(self.env.possible_agents, 0.0)
@@ -149,18 +153,19 @@ class Player:
 
     def step(self, action: int) -> None:
         """One env step: ``action`` for the controlled agent, the policy for the others."""
-        from marlgrid.policies import act
+        from marlgrid.episode import policy_actions
 
         env = self.env
         if action >= env.action_space(self.agent).n:
             self.message = f"{self.agent} cannot {ACTIONS[action]} (restricted actions)"
             return
-        actions = {}
-        for name in env.agents:
-            actions[name] = action if name == self.agent else act(self.others, env, name)
-        if self.agent not in env.agents:
+        others = [name for name in env.agents if name != self.agent]
+        actions = policy_actions(env, dict.fromkeys(others, self.others), self._obs, others)
+        if self.agent in env.agents:
+            actions[self.agent] = action
+        else:
             self.message = f"{self.agent} is out of play; the others move"
-        _, rewards, _, _, _ = env.step(actions)
+        self._obs, rewards, _, _, _ = env.step(actions)
         for name in env.possible_agents:
             r = float(rewards.get(name, 0.0))
             self.last_rewards[name] = r

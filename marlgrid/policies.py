@@ -1,7 +1,10 @@
 """Scripted reference policies for goal cycle, usable for any agent of any episode.
 
-A policy acts for one agent across a batch of envs: ``act(engine, k) -> (N,) int64``. Use
-:func:`act` for a PettingZoo env and pass ``vec.engine`` for a :class:`marlgrid.vector.VectorEnv`.
+A scripted policy acts for one agent across a batch of envs: ``scripted_actions(engine, k) ->
+(N,) int64`` (named so that it never collides with a learner's ``act``). Use
+:func:`scripted_action` for a PettingZoo env and pass ``vec.engine`` for a
+:class:`marlgrid.vector.VectorEnv`. One instance may serve several agents and envs: whatever a
+policy remembers is kept per (engine, env, agent).
 
 * ``random``: uniform over the agent's actions.
 * ``oracle``: privileged: reads the tile ids and walks a shortest path to the next correct tile,
@@ -11,6 +14,10 @@ A policy acts for one agent across a batch of envs: ``act(engine, k) -> (N,) int
 """
 
 from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -91,24 +98,41 @@ def _tile_cells(engine: Engine) -> list[np.ndarray]:
     return cells
 
 
-class RandomPolicy:
+class ScriptedPolicy:
+    """Base of the scripted policies: :meth:`scripted_actions` for agent ``k`` of every env."""
+
+    def scripted_actions(self, engine: Engine, k: int) -> np.ndarray:
+        """Actions ``(num_envs,)`` int64 of agent ``k`` in every env of ``engine``."""
+        raise NotImplementedError
+
+    def act(self, engine: Engine, k: int) -> np.ndarray:
+        """Deprecated name of :meth:`scripted_actions` (it collided with learners' ``act``)."""
+        warnings.warn(
+            "scripted policies' act(engine, k) is renamed scripted_actions(engine, k)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.scripted_actions(engine, k)
+
+
+class RandomPolicy(ScriptedPolicy):
     """Uniform random actions over the agent's action space."""
 
     def __init__(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def act(self, engine: Engine, k: int) -> np.ndarray:
+    def scripted_actions(self, engine: Engine, k: int) -> np.ndarray:
         n_actions = 3 if engine.agents[k].restrict_actions else 7
         return self.rng.integers(0, n_actions, engine.num_envs)
 
 
-class OraclePolicy:
+class OraclePolicy(ScriptedPolicy):
     """Shortest path to the next correct tile (privileged: reads tile ids and cycle state)."""
 
     def __init__(self, seed: int | None = None) -> None:
-        self._out: np.ndarray | None = None
+        pass  # deterministic and stateless; the seed is accepted for a uniform signature
 
-    def act(self, engine: Engine, k: int) -> np.ndarray:
+    def scripted_actions(self, engine: Engine, k: int) -> np.ndarray:
         n_goals = engine.rules.n_goals
         if n_goals < 2:
             raise ValueError("the oracle policy needs a goal-cycle env (n_goals >= 2)")
@@ -127,20 +151,42 @@ class OraclePolicy:
         return out
 
 
-class DiscovererPolicy:
+class _AgentMemory:
+    """What the discoverer remembers for one agent across the envs of one engine."""
+
+    def __init__(self, entropy: int, k: int, n_envs: int) -> None:
+        # A stream per agent number: a shared instance draws what separate ones would.
+        self.rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(k,)))
+        self.state: list[dict | None] = [None] * n_envs
+        self.last_step = [-1] * n_envs
+
+
+class DiscovererPolicy(ScriptedPolicy):
     """Learns the tile order by trial within each episode, then cycles (not privileged).
 
     It knows where the tiles are (all look alike) but not their ids; it watches its own rewards.
+    Its memory is kept per (engine, env, agent): one instance can serve several agents (e.g.
+    ``dict.fromkeys(agents, make_policy("discoverer", 0))``) exactly as separate instances with
+    the same seed would.
     """
 
     def __init__(self, seed: int | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
-        self._episode: list[int] = []
-        self._state: list[dict] = []
+        self._entropy = np.random.SeedSequence(seed).entropy
+        self._memory: weakref.WeakKeyDictionary[Engine, dict[int, _AgentMemory]] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def _fresh(self, engine: Engine, n: int) -> dict:
+    def __getstate__(self) -> dict:
+        return {"_entropy": self._entropy}  # memories are per engine and start afresh
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+        self._entropy = state["_entropy"]
+
+    @staticmethod
+    def _fresh(engine: Engine, n: int, rng: np.random.Generator) -> dict:
         cells = np.argwhere(engine.cycle_id[n] >= 0)
-        order = self.rng.permutation(len(cells))
+        order = rng.permutation(len(cells))
         return {
             "cells": [tuple(int(v) for v in c) for c in cells[order]],
             "last": None,  # index into cells of the agent's last correct tile
@@ -150,17 +196,19 @@ class DiscovererPolicy:
             "prev_pos": None,
         }
 
-    def act(self, engine: Engine, k: int) -> np.ndarray:
+    def scripted_actions(self, engine: Engine, k: int) -> np.ndarray:
         n_envs = engine.num_envs
-        if len(self._state) != n_envs:
-            self._state = [self._fresh(engine, n) for n in range(n_envs)]
-            self._episode = [-1] * n_envs
+        per_agent = self._memory.setdefault(engine, {})
+        if k not in per_agent:
+            per_agent[k] = _AgentMemory(self._entropy, k, n_envs)
+        memory = per_agent[k]
         targets = np.full((n_envs, 2), -1, dtype=np.int64)
         for n in range(n_envs):
-            if engine.step_count[n] == 0 or engine.step_count[n] < self._episode[n]:
-                self._state[n] = self._fresh(engine, n)
-            self._episode[n] = int(engine.step_count[n])
-            s = self._state[n]
+            t = int(engine.step_count[n])
+            s = memory.state[n]
+            if s is None or t == 0 or t < memory.last_step[n]:  # a new episode
+                s = memory.state[n] = self._fresh(engine, n, memory.rng)
+            memory.last_step[n] = t
             here = (int(engine.pos[n, k, 0]), int(engine.pos[n, k, 1]))
             if engine.status[n, k] == K.ACTIVE and here != s["prev_pos"]:
                 if here in s["cells"]:
@@ -210,25 +258,33 @@ class DiscovererPolicy:
 _CLASSES = {"random": RandomPolicy, "oracle": OraclePolicy, "discoverer": DiscovererPolicy}
 
 
-def make_policy(name: str, seed: int | None = None):
+def make_policy(name: str, seed: int | None = None) -> ScriptedPolicy:
     """A scripted policy by name: ``random``, ``oracle`` or ``discoverer``."""
-    if name not in _CLASSES:
+    if not isinstance(name, str) or name not in _CLASSES:
         raise ValueError(f"unknown policy {name!r}; choose one of {list(POLICIES)}")
     return _CLASSES[name](seed)
 
 
-def act(policy, env, agent: str) -> int:
-    """One action of ``policy`` for ``agent`` of a PettingZoo marlgrid env."""
-    return int(policy.act(env._engine, env.possible_agents.index(agent))[0])
+def scripted_action(policy: Any, env: Any, agent: str) -> int:
+    """One action of scripted ``policy`` for ``agent`` of a PettingZoo marlgrid env."""
+    return int(policy.scripted_actions(env.engine, env.possible_agents.index(agent))[0])
 
 
-def run_episode(env, policies: dict[str, object], seed: int | None = None) -> dict[str, float]:
-    """Play one episode of a PettingZoo marlgrid env with scripted policies; returns returns."""
-    env.reset(seed=seed)
-    returns = dict.fromkeys(env.possible_agents, 0.0)
-    while env.agents:
-        actions = {a: act(policies[a], env, a) for a in env.agents}
-        _, rewards, _, _, _ = env.step(actions)
-        for a, r in rewards.items():
-            returns[a] += r
-    return returns
+def act(policy: Any, env: Any, agent: str) -> int:
+    """Deprecated name of :func:`scripted_action`."""
+    warnings.warn(
+        "marlgrid.policies.act is renamed scripted_action", DeprecationWarning, stacklevel=2
+    )
+    if not hasattr(policy, "scripted_actions") and hasattr(policy, "act"):  # an old-style policy
+        return int(policy.act(env.engine, env.possible_agents.index(agent))[0])
+    return scripted_action(policy, env, agent)
+
+
+def run_episode(env: Any, policies: dict[str, Any], seed: int | None = None) -> dict[str, float]:
+    """Play one episode of a PettingZoo marlgrid env; returns each agent's return.
+
+    ``policies`` as for :func:`marlgrid.episode.run_episode`, which this calls.
+    """
+    from marlgrid.episode import run_episode as run
+
+    return run(env, policies, seed=seed).returns

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,18 +28,34 @@ REGISTRY: dict[str, EnvSpec] = {}
 
 
 def register(id: str, entry_point: str, **kwargs: Any) -> None:
-    """Register ``id`` here and in PettingZoo's parallel registry."""
+    """Register ``id`` here and in PettingZoo's ``parallel`` and ``aec`` registries.
+
+    ``pettingzoo.make("parallel", id, **settings)`` then equals ``make(id, **settings)`` and
+    ``pettingzoo.make("aec", id, **settings)`` equals ``make_aec(id, **settings)``.
+    """
+    if not isinstance(id, str) or not id:
+        raise ConfigError(f"environment id must be a non-empty string, got {id!r}")
+    if not isinstance(entry_point, str) or entry_point.count(":") != 1:
+        raise ConfigError(f"entry_point must be 'module:Class', got {entry_point!r}")
     REGISTRY[id] = EnvSpec(id, entry_point, kwargs)
     try:
         import pettingzoo
 
-        pettingzoo.register("parallel", id, entry_point=entry_point, kwargs=kwargs)
+        for api, factory in (("parallel", "make"), ("aec", "make_aec")):
+            pettingzoo.register(
+                api, id, entry_point=f"marlgrid.registry:{factory}", kwargs={"id": id}
+            )
     except AttributeError:  # older PettingZoo without a registry
         pass
 
 
 def spec(id: str) -> EnvSpec:
     """The registered spec of ``id``; an unknown id raises, naming the closest ones."""
+    if not isinstance(id, str):
+        raise ConfigError(
+            f"environment id must be a string, got {id!r} ({type(id).__name__}); registered "
+            f"ids: {sorted(REGISTRY)}"
+        )
     if id not in REGISTRY:
         close = difflib.get_close_matches(id, REGISTRY, n=3)
         hint = f" Did you mean {close}?" if close else ""
@@ -52,16 +69,33 @@ def make(id: str, **overrides: Any):
     """A PettingZoo ``ParallelEnv`` for a registered id; ``overrides`` replace its settings.
 
     Agent settings merge key by key: ``make(id, agent={"observation": "rgb"})`` keeps the
-    registered view size and offset.
+    registered view size and offset. See :func:`make_aec` for the AEC form.
     """
     s = spec(id)
+    if "agent" in overrides and overrides["agent"] is not None:
+        from marlgrid.config import AgentConfig
+
+        if not isinstance(overrides["agent"], Mapping | AgentConfig):
+            raise ConfigError(
+                f"agent must be a dict of agent settings, got {overrides['agent']!r} "
+                f"({type(overrides['agent']).__name__}); e.g. agent={{'observation': 'rgb'}}"
+            )
     return s.load()(**merge(s.kwargs, overrides))
+
+
+def make_aec(id: str, **overrides: Any):
+    """The PettingZoo ``AECEnv`` form of :func:`make` (``parallel_to_aec`` of it)."""
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    return parallel_to_aec(make(id, **overrides))
 
 
 def make_vec(id: str, num_envs: int, **overrides: Any):
     """A batched :class:`marlgrid.vector.VectorEnv` of ``num_envs`` copies of a registered id."""
+    from marlgrid.config import check_int
     from marlgrid.vector import VectorEnv
 
+    check_int("num_envs", num_envs, low=1)
     return VectorEnv(make(id, **overrides), num_envs)
 
 
@@ -77,7 +111,7 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
             for key in group - overrides.keys():
                 out.pop(key, None)
     for key, value in overrides.items():
-        if key == "agent" and isinstance(value, dict) and isinstance(out.get(key), dict):
+        if key == "agent" and isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
             out[key] = {**out[key], **value}
         else:
             out[key] = value

@@ -450,10 +450,9 @@ def engine_of(env: Any) -> Engine:
     for _ in range(8):
         if isinstance(env, Engine):
             return env
-        for name in ("_engine", "engine"):
-            inner = getattr(env, name, None)
-            if isinstance(inner, Engine):
-                return inner
+        inner = getattr(env, "engine", None)
+        if isinstance(inner, Engine):
+            return inner
         nxt = getattr(env, "env", None) or getattr(env, "unwrapped", None)
         if nxt is None or nxt is env:
             break
@@ -485,6 +484,7 @@ def render_frame(
         highlight = getattr(env, "render_highlight", True)
     if not 0 <= index < engine.num_envs:
         raise IndexError(f"env index {index} out of range for a batch of {engine.num_envs}")
+    engine.require_started("render_frame()", index)
     key = (int(tile_size), bool(agent_views), bool(highlight))
     per_engine = _RENDERERS.setdefault(engine, {})
     renderer = per_engine.get(key)

@@ -48,16 +48,26 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch as th
 from gymnasium import spaces
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-from stable_baselines3.common.vec_env.base_vec_env import (
-    VecEnv,
-    VecEnvIndices,
-    VecEnvObs,
-    VecEnvStepReturn,
-)
-from torch import nn
+
+try:
+    import torch as th
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+    from stable_baselines3.common.vec_env.base_vec_env import (
+        VecEnv,
+        VecEnvIndices,
+        VecEnvObs,
+        VecEnvStepReturn,
+    )
+    from torch import nn
+except ModuleNotFoundError as err:
+    if (err.name or "").split(".")[0] not in ("torch", "stable_baselines3"):
+        raise
+    raise ModuleNotFoundError(
+        f"marlgrid.sb3 needs stable-baselines3 and torch ({err.name} is missing): "
+        "pip install 'marlgrid[sb3]'",
+        name=err.name,
+    ) from err
 
 import marlgrid
 from marlgrid.base import ActionError

@@ -15,6 +15,7 @@ from gymnasium import spaces
 from marlgrid import kernels as K
 from marlgrid.base import ActionError, MarlGridEnv
 from marlgrid.config import check_int
+from marlgrid.engine import Engine
 
 
 def stack_agents(obs: dict[str, Any], agents: list[str]) -> Any:
@@ -44,6 +45,7 @@ class VectorEnv:
       valid where ``infos["_final_obs"]`` is True. ``infos["episode"]`` has the ended episodes'
       per-agent returns ``"r"`` and lengths ``"l"``, valid where ``infos["_episode"]``.
     * ``infos["active"]`` is ``(num_envs, num_agents)`` bool: agents in play after the step.
+    * ``step`` before the first ``reset`` raises :class:`marlgrid.base.ActionError`.
     """
 
     def __init__(self, template: MarlGridEnv, num_envs: int) -> None:
@@ -52,13 +54,19 @@ class VectorEnv:
         self.num_envs = num_envs
         self.possible_agents = list(template.possible_agents)
         self.num_agents = len(self.possible_agents)
-        self.engine = template.make_engine(num_envs)
+        self._engine = template.make_engine(num_envs)
         self.agent_configs = template.agent_configs
         self._n_actions = np.array(template._n_actions, dtype=np.int64)
         self._returns = np.zeros((num_envs, self.num_agents), dtype=np.float64)
         self._final_obs = self._alloc_obs()
         self._episode_r = np.zeros((num_envs, self.num_agents), dtype=np.float64)
         self._episode_l = np.zeros(num_envs, dtype=np.int64)
+        self._ready = False  # set by reset(); a failed reset clears it
+
+    @property
+    def engine(self) -> Engine:
+        """The batched :class:`marlgrid.engine.Engine` holding every env's state; read-only."""
+        return self._engine
 
     # -- spaces -------------------------------------------------------------------------------
 
@@ -71,7 +79,7 @@ class VectorEnv:
     # -- observations -------------------------------------------------------------------------
 
     def _obs(self) -> dict[str, Any]:
-        engine = self.engine
+        engine = self._engine
         views = engine.views()
         out: dict[str, Any] = {}
         for k, (name, cfg) in enumerate(zip(self.possible_agents, self.agent_configs, strict=True)):
@@ -117,13 +125,18 @@ class VectorEnv:
         else:
             check_int("seed", seed, low=0)
             seeds = [seed + i for i in range(self.num_envs)]
-        self.engine.reset(range(self.num_envs), seeds)
-        self.engine.observe()
+        engine = self._engine
+        self._ready = False
+        engine.reset(range(self.num_envs), seeds)
+        engine.observe()
         self._returns[:] = 0.0
-        return self._obs(), {"active": self.engine.status == K.ACTIVE}
+        self._ready = True
+        return self._obs(), {"active": engine.status == K.ACTIVE}
 
     def step(self, actions: np.ndarray):
         """Step every env with ``actions`` ``(num_envs, num_agents)``; see the class docstring."""
+        if not self._ready:
+            raise ActionError("step() before reset(): call reset() first")
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs, self.num_agents):
             raise ActionError(
@@ -141,7 +154,7 @@ class VectorEnv:
                 f"action {int(acts[n, k])} for {self.possible_agents[k]} in env {n} is out of "
                 f"range [0, {self._n_actions[k]})"
             )
-        engine = self.engine
+        engine = self._engine
         engine.step(acts)
         self._returns += engine.rewards
         done = (engine.status == K.FINISHED).all(axis=1)
@@ -154,7 +167,11 @@ class VectorEnv:
             self._episode_r[rows] = self._returns[rows]
             self._episode_l[rows] = engine.step_count[rows]
             self._returns[rows] = 0.0
-            engine.reset(rows)
+            try:
+                engine.reset(rows)
+            except BaseException:
+                self._ready = False  # those envs hold no world now: refuse to step them
+                raise
             engine.observe(rows)
             infos["final_obs"] = self._final_obs
             infos["_final_obs"] = done

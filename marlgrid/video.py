@@ -27,6 +27,20 @@ from typing import Any
 
 import numpy as np
 
+from marlgrid.episode import policy_action, resolve_policies, run_episode
+
+__all__ = [
+    "EpisodeRecorder",
+    "RecordEpisodes",
+    "VideoFile",
+    "every",
+    "never",
+    "policy_action",
+    "record_episode",
+    "resolve_policies",
+    "write_video",
+]
+
 FORMATS = ("mp4", "gif")
 MACRO_BLOCK = 16
 #: Color of the padding added to mp4 frames (the frame background of :mod:`marlgrid.rendering`).
@@ -298,30 +312,7 @@ class EpisodeRecorder:
 
 # -- playing episodes -----------------------------------------------------------------------
 
-Policy = Any  # a scripted policy (``act(engine, k)``), a name, or a callable obs -> action
-
-
-def resolve_policies(env: Any, policies: Policy | Mapping[str, Policy]) -> dict[str, Policy]:
-    """One policy per agent: names become fresh scripted policies (one instance per agent)."""
-    from marlgrid.policies import make_policy
-
-    if isinstance(policies, Mapping):
-        missing = sorted(set(env.possible_agents) - set(policies))
-        if missing:
-            raise ValueError(f"no policy for {missing}")
-        chosen = dict(policies)
-    else:
-        chosen = dict.fromkeys(env.possible_agents, policies)
-    return {name: make_policy(p) if isinstance(p, str) else p for name, p in chosen.items()}
-
-
-def policy_action(policy: Policy, env: Any, agent: str, obs: Any) -> int:
-    """An action for ``agent``: scripted policies read the engine, callables the observation."""
-    if hasattr(policy, "act"):
-        from marlgrid.policies import act
-
-        return act(policy, env, agent)
-    return int(np.asarray(policy(obs)).reshape(-1)[0])
+Policy = Any  # see marlgrid.episode: a scripted policy name or object, a joint policy, a callable
 
 
 def record_episode(
@@ -337,29 +328,27 @@ def record_episode(
 ) -> dict[str, float]:
     """Play one episode of a PettingZoo marlgrid env and write its video to ``path``.
 
-    ``policies`` is one policy for every agent or a dict agent -> policy; a policy is a scripted
-    policy name (``random``, ``oracle``, ``discoverer``), an object with ``act(engine, k)``, or a
-    callable from the agent's observation to an action (a learner). The video holds the reset
-    frame and one frame per step (``steps + 1`` frames). Returns each agent's return.
+    ``policies`` is one policy for every agent or a dict agent -> policy, as for
+    :func:`marlgrid.episode.run_episode`: a scripted policy name (``random``, ``oracle``,
+    ``discoverer``), an object with ``scripted_actions(engine, k)``, a joint policy (``reset()``
+    and ``actions(env, obs)``), or a callable from the agent's observation to an action (a
+    learner). The video holds the reset frame and one frame per step (``steps + 1`` frames).
+    Returns each agent's return.
     """
     from marlgrid.rendering import render_frame
 
     chosen = resolve_policies(env, policies)
     fps = fps or env.metadata.get("render_fps", 8)
     kwargs = dict(render_kwargs or {})
-    returns = dict.fromkeys(env.possible_agents, 0.0)
     with VideoFile(path, fps, fmt) as video:
-        obs, _ = env.reset(seed=seed)
-        video.add_frame(render_frame(env, **kwargs))
-        steps = 0
-        while env.agents and (max_steps is None or steps < max_steps):
-            actions = {a: policy_action(chosen[a], env, a, obs[a]) for a in env.agents}
-            obs, rewards, _, _, _ = env.step(actions)
-            for a, r in rewards.items():
-                returns[a] += float(r)
-            video.add_frame(render_frame(env, **kwargs))
-            steps += 1
-    return returns
+        result = run_episode(
+            env,
+            chosen,
+            seed=seed,
+            max_steps=max_steps,
+            on_frame=lambda e: video.add_frame(render_frame(e, **kwargs)),
+        )
+    return result.returns
 
 
 class RecordEpisodes:

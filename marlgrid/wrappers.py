@@ -23,7 +23,6 @@ Semantics:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -31,6 +30,7 @@ import numpy as np
 
 import marlgrid
 from marlgrid.base import MarlGridEnv
+from marlgrid.episode import policy_actions, reset_joint
 
 NAMESPACE = "marlgrid"
 
@@ -43,7 +43,9 @@ class SingleAgentEnv(gymnasium.Env):
         agent_id: the agent this env controls (``agent`` / ``agents`` are env settings).
         others: the other agents' policies: one for all or a dict agent -> policy, where a
             policy is a scripted policy name (``random``, ``oracle``, ``discoverer``), an object
-            with ``act(engine, k)``, or a callable from that agent's observation to an action.
+            with ``scripted_actions(engine, k)``, a joint policy (``reset()`` and
+            ``actions(env, obs)``), or a callable from that agent's observation to an action (see
+            :mod:`marlgrid.episode`).
         render_mode: ``rgb_array``, ``human`` or None (only with an env id).
         **settings: env settings passed to ``marlgrid.make`` (only with an env id).
     """
@@ -80,21 +82,12 @@ class SingleAgentEnv(gymnasium.Env):
         self._others = self._build_others(None)
 
     def _build_others(self, seed: int | None) -> dict[str, Any]:
-        from marlgrid.policies import make_policy
+        from marlgrid.episode import resolve_policies
 
         names = [a for a in self.env.possible_agents if a != self.agent]
-        spec = self._others_spec
-        chosen = dict(spec) if isinstance(spec, Mapping) else dict.fromkeys(names, spec)
-        missing = sorted(set(names) - set(chosen))
-        if missing:
-            raise ValueError(f"no policy for {missing}")
-        out = {}
-        for i, name in enumerate(names):
-            p = chosen[name]
-            if isinstance(p, str):
-                p = make_policy(p, None if seed is None else seed * 7919 + i + 1)
-            out[name] = p
-        return out
+        return resolve_policies(
+            self.env, self._others_spec, names, None if seed is None else seed * 7919 + 1
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -104,24 +97,18 @@ class SingleAgentEnv(gymnasium.Env):
             self._others = self._build_others(seed)
         obs, infos = self.env.reset(seed=seed, options=options)
         self._last_obs = obs
+        reset_joint(self._others)
         info = dict(infos.get(self.agent, {}))
         info["prestige"] = self.env.prestige
         return obs[self.agent], info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        from marlgrid.video import policy_action
-
         env = self.env
         if self.agent not in env.agents:
             raise RuntimeError(f"{self.agent}'s episode is over; call reset()")
-        actions = {}
-        for name in env.agents:
-            if name == self.agent:
-                actions[name] = action
-            else:
-                actions[name] = policy_action(
-                    self._others[name], env, name, self._last_obs.get(name)
-                )
+        others = [name for name in env.agents if name != self.agent]
+        actions = policy_actions(env, self._others, self._last_obs, others)
+        actions[self.agent] = action
         obs, rewards, terms, truncs, infos = env.step(actions)
         self._last_obs = obs
         info = dict(infos.get(self.agent, {}))

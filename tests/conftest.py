@@ -59,7 +59,7 @@ class HandMadeEnv(MarlGridEnv):
 
 def place(env: MarlGridEnv, agent: int, x: int, y: int, direction: int) -> None:
     """Put an agent in play at ``(x, y)`` facing ``direction`` and refresh the views."""
-    engine = env._engine
+    engine = env.engine
     engine.pos[0, agent] = (x, y)
     engine.dirs[0, agent] = direction
     engine.status[0, agent] = 1

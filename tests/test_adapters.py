@@ -277,3 +277,36 @@ def test_ppo_learns_empty_5x5():
     trained_return = _mean_return(make(16, 100), model)
     assert random_return < 0.3
     assert trained_return > 0.7 > random_return + 0.35
+
+
+@pytest.mark.parametrize("missing", ["stable_baselines3", "torch"])
+def test_sb3_adapter_without_its_extra_names_the_install_command(monkeypatch, missing):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "marlgrid.sb3", raising=False)
+    for name in [m for m in sys.modules if m == missing or m.startswith(missing + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    monkeypatch.setitem(sys.modules, missing, None)
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'marlgrid\[sb3\]'") as err:
+        import marlgrid.sb3  # noqa: F401
+    assert missing in str(err.value)
+    monkeypatch.delitem(sys.modules, "marlgrid.sb3", raising=False)
+
+
+def test_single_agent_env_with_a_joint_policy_for_the_others():
+    calls = []
+
+    class Joint:
+        def reset(self):
+            calls.append("reset")
+
+        def actions(self, env, obs):
+            calls.append(sorted(obs))
+            return dict.fromkeys(obs, LEFT)
+
+    joint = Joint()
+    env = SingleAgentEnv("MarlGrid-Empty-8x8-3Agents-v0", others=joint)
+    env.reset(seed=0)
+    env.step(FORWARD)
+    env.step(FORWARD)
+    assert calls == ["reset", ["agent_1", "agent_2"], ["agent_1", "agent_2"]]

@@ -143,3 +143,48 @@ def test_agents_leave_when_done():
         assert set(infos) == {"agent_0"}
     assert trunc == {"agent_0": True} and term == {"agent_0": False}
     assert env.agents == []
+
+
+def test_ids_are_registered_for_both_pettingzoo_apis():
+    import pettingzoo
+    from pettingzoo import AECEnv, ParallelEnv
+
+    env_id = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+    aec = pettingzoo.make("aec", env_id, max_steps=30, agent={"view_size": 5})
+    assert isinstance(aec, AECEnv)
+    assert aec.unwrapped.max_steps == 30
+    assert aec.observation_space("agent_0").shape == (5, 5, 3)
+    assert aec.unwrapped.agent_configs[0].view_offset == 1  # agent settings merge key by key
+    api_test(aec, num_cycles=30)
+    par = pettingzoo.make("parallel", env_id, max_steps=30)
+    assert isinstance(par, ParallelEnv) and par.max_steps == 30
+    assert isinstance(marlgrid.make_aec(env_id), AECEnv)
+    from pettingzoo.env_registry.registration import aec_registry, parallel_registry
+
+    assert set(IDS) <= set(aec_registry) and set(IDS) <= set(parallel_registry)
+
+
+def test_engine_is_a_public_read_only_property():
+    env = marlgrid.make("MarlGrid-Empty-5x5-v0")
+    vec = marlgrid.make_vec("MarlGrid-Empty-5x5-v0", 2)
+    from marlgrid.engine import Engine
+
+    assert isinstance(env.engine, Engine) and env.engine is env.engine
+    assert isinstance(vec.engine, Engine) and vec.engine.num_envs == 2
+    with pytest.raises(AttributeError):
+        env.engine = vec.engine
+    with pytest.raises(AttributeError):
+        vec.engine = env.engine
+
+
+def test_rules_have_their_own_module():
+    import subprocess
+    import sys
+
+    from marlgrid.base import Rules as FromBase
+    from marlgrid.rules import Rules
+
+    assert FromBase is Rules
+    code = "import sys, marlgrid.engine; print('marlgrid.base' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"  # the engine no longer imports the env base class

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -98,8 +100,14 @@ def test_step_after_the_episode_ends():
         ({"agent": {"extras": ("speed",)}}, r"extras entry must be one of .*got 'speed'"),
         ({"agent": {"viewsize": 5}}, r"unknown agent setting\(s\) \['viewsize'\]"),
         ({"agent": {"prestige_beta": 1.5}}, r"prestige_beta must be in \[0, 1\], got 1.5"),
-        ({"clutter_density": 0.99}, r"need \d+ cells but the 13x13 map has only 121"),
-        ({"n_clutter": 200}, r"need 206 cells but the 13x13 map has only 121"),
+        (
+            {"clutter_density": 0.99},
+            r"clutter_density=0.99 .* need \d+ cells but the 13x13 map \(size=13\) has only 121",
+        ),
+        (
+            {"n_clutter": 200},
+            r"n_clutter \(200\) .* need 206 cells but the 13x13 map \(size=13\) has",
+        ),
         ({"n_clutter": 5, "clutter_density": 0.1}, r"not both"),
         ({"n_goals": 1}, r"n_goals must be >= 2 for a cycle, got 1"),
         ({"max_steps": 0}, r"max_steps must be >= 1, got 0"),
@@ -128,3 +136,64 @@ def test_bad_seed_and_unknown_agent():
     with pytest.raises(KeyError, match=r"unknown agent 'agent_7'"):
         env.observation_space("agent_7")
     env.reset(seed=1)
+
+
+@pytest.mark.parametrize("actions", [[2, 2, 2], np.array([2, 2, 2]), None, (2, 2, 2), 2, "agent_0"])
+def test_step_needs_a_dict_of_actions(env, actions):
+    state, steps = env.state().copy(), env.step_count
+    with pytest.raises(ActionError, match=r"actions must be a dict mapping each live agent id"):
+        env.step(actions)
+    np.testing.assert_array_equal(env.state(), state)
+    assert env.step_count == steps
+    env.step({a: 2 for a in env.agents})
+
+
+def test_nothing_reads_the_world_before_reset():
+    from marlgrid.rendering import render_frame
+
+    env = marlgrid.make(ENV_ID, render_mode="rgb_array")
+    with pytest.raises(ActionError, match=r"step\(\) before reset\(\)"):
+        env.step({a: 0 for a in env.possible_agents})
+    for call, name in [
+        (env.state, "state()"),
+        (env.pprint, "pprint()"),
+        (env.grid_encoding, "grid_encoding()"),
+        (lambda: env.visibility("agent_0"), "visibility()"),
+        (lambda: env.visible_cells("agent_0"), "visible_cells()"),
+        (lambda: env.agent_positions, "agent_positions"),
+        (lambda: env.agent_directions, "agent_directions"),
+        (env.render, "render_frame()"),
+        (lambda: render_frame(env), "render_frame()"),
+    ]:
+        with pytest.raises(RuntimeError, match=rf"{re.escape(name)} before reset\(\)"):
+            call()
+    env.reset(seed=0)
+    assert env.pprint() and env.state().shape == (13, 13, 3)
+
+
+def test_vector_step_before_reset_is_refused():
+    vec = marlgrid.make_vec(ENV_ID, num_envs=2)
+    actions = np.zeros((2, 3), dtype=np.int64)
+    with pytest.raises(ActionError, match=r"step\(\) before reset\(\)"):
+        vec.step(actions)
+    assert (vec.engine.step_count == 0).all()  # nothing ran
+    vec.reset(seed=0)
+    vec.step(actions)
+    assert (vec.engine.step_count == 1).all()
+
+
+def test_a_failed_reset_leaves_the_env_refusing_to_step():
+    env = marlgrid.make("MarlGrid-Empty-5x5-v0")
+    env.reset(seed=0)
+    env.step({"agent_0": 2})
+
+    def broken(layout):
+        raise ConfigError("no room")
+
+    env.engine.generate = broken
+    with pytest.raises(ConfigError, match="no room"):
+        env.reset(seed=1)
+    with pytest.raises(ActionError, match=r"before reset"):
+        env.step({"agent_0": 0})
+    with pytest.raises(RuntimeError, match=r"state\(\) before reset"):
+        env.state()

@@ -97,11 +97,11 @@ def test_views_equal_minigrid_observations():
 
         env = _parity_env(["." * size] * size, view_size=view)
         env.reset(seed=0)
-        env._engine.grid[0] = mg.grid.encode()
+        env.engine.grid[0] = mg.grid.encode()
         if mg.carrying is not None:
-            env._engine.carrying[0, 0] = mg.carrying.encode()
+            env.engine.carrying[0, 0] = mg.carrying.encode()
         place(env, 0, x, y, mg.agent_dir)
-        np.testing.assert_array_equal(env._engine.sym[0, 0, :view, :view], expected, f"{trial}")
+        np.testing.assert_array_equal(env.engine.sym[0, 0, :view, :view], expected, f"{trial}")
 
 
 def test_view_offset_extends_the_sweep_behind():
@@ -122,7 +122,7 @@ def test_view_offset_extends_the_sweep_behind():
     # View row 4 is behind the agent (row 3); columns 0..4 map to x = 1..5 at y = 4.
     # (x=2, y=4) is a wall: visible itself; the cell behind it in the sweep direction is x=1.
     assert vis[:, 4].tolist() == [True, True, True, True, True]
-    obs = env._engine.sym[0, 0]
+    obs = env.engine.sym[0, 0]
     assert obs[1, 4, 0] == 2  # the wall at (2, 4)
     assert obs[2, 3, 0] == 1  # the agent's own cell: carries nothing
     # Without the offset the same agent sees no row behind it.
@@ -130,7 +130,7 @@ def test_view_offset_extends_the_sweep_behind():
     env0.reset(seed=0)
     place(env0, 0, 3, 3, 3)
     assert env0.visibility("agent_0")[:, 4].all()  # row 4 of a view_size 5 is the agent row
-    assert env0._engine.sym[0, 0, 2, 4, 0] == 1
+    assert env0.engine.sym[0, 0, 2, 4, 0] == 1
 
 
 def test_walls_block_sight_behind_them():

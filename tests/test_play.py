@@ -58,7 +58,7 @@ def test_handle_key_moves_the_controlled_agent(player):
     assert player.handle_key("right")  # now facing south, at the key
     assert env.agent_directions["agent_0"] == SOUTH
     assert player.handle_key("p")  # pick the key up
-    assert env._engine.carrying[0, 0, 0] == 5
+    assert env.engine.carrying[0, 0, 0] == 5
     assert env.agent_positions["agent_1"] == (5, 3)  # the idle agent stayed
     assert env.step_count == 3
     assert player.handle_key("f12")  # unbound: nothing happens

@@ -42,7 +42,7 @@ def test_invariants_hold(case):
     env_id, ghost, seed, n_steps, actions = case
     env = marlgrid.make(env_id, ghost_mode=ghost, max_steps=n_steps + 5)
     obs, _ = env.reset(seed=seed)
-    engine = env._engine
+    engine = env.engine
     allowed = _expected_reward_set(env)
     shapes = {a: (o.shape, o.dtype) for a, o in obs.items()}
     for t in range(n_steps):

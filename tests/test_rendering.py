@@ -17,7 +17,8 @@ os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 import marlgrid  # noqa: E402
 from marlgrid.atlas import get_atlas, prestige_rgb  # noqa: E402
-from marlgrid.constants import COLORS_RGB, FORWARD  # noqa: E402
+from marlgrid.config import DEFAULT_AGENT_COLORS  # noqa: E402
+from marlgrid.constants import AGENT, COLOR_TO_IDX, COLORS_RGB, FORWARD  # noqa: E402
 from marlgrid.rendering import (  # noqa: E402
     TINT_ALPHA,
     draw_text,
@@ -186,7 +187,7 @@ def test_pixels_of_a_known_layout(room):
     assert tuple(center(plain, 6, 4)) == COLORS_RGB["purple"]  # agent_1
     # The map is the atlas: every cell without an agent is its atlas tile, pixel for pixel.
     tiles = get_atlas(TS).tiles
-    grid = room._engine.grid[0]
+    grid = room.engine.grid[0]
     for x in range(9):
         for y in range(6):
             if (x, y) not in ((1, 1), (6, 4)):
@@ -301,3 +302,25 @@ def test_human_mode_is_paced_by_render_fps():
     finally:
         viewer.close()
     assert elapsed >= 0.2  # 6 frames at 20 fps take about 0.3 s
+
+
+def test_agents_get_distinct_colors_by_default():
+    env = marlgrid.make("MarlGrid-Empty-8x8-3Agents-v0")
+    assert [a.color for a in env.agent_configs] == ["red", "blue", "purple"]
+    many = marlgrid.make("MarlGrid-Empty-8x8-v0", n_agents=7)
+    assert [a.color for a in many.agent_configs] == [*DEFAULT_AGENT_COLORS, "red"]
+    # Set colors stay as set; prestige stays opt-in.
+    green = marlgrid.make("MarlGrid-Empty-8x8-3Agents-v0", agent={"color": "green"})
+    assert {a.color for a in green.agent_configs} == {"green"}
+    mixed = HandMadeEnv(ROOM, agents=[{"color": "prestige"}, {}])
+    assert [a.color for a in mixed.agent_configs] == ["prestige", "blue"]
+    # Frames and observations show them apart.
+    two = HandMadeEnv(ROOM, n_agents=2)
+    two.reset(seed=0)
+    place(two, 0, 1, 1, EAST)
+    place(two, 1, 2, 1, WEST)
+    plain = render_frame(two, tile_size=TS, highlight=False, agent_views=False)
+    assert tuple(center(plain, 1, 1)) == COLORS_RGB["red"]
+    assert tuple(center(plain, 2, 1)) == COLORS_RGB["blue"]
+    ahead = two.engine.sym[0, 0, 3, 5]  # agent_1, one cell ahead of agent_0
+    assert ahead.tolist() == [AGENT, COLOR_TO_IDX["blue"], WEST]

@@ -108,7 +108,7 @@ def test_tiles_never_end_the_episode_and_reset_clears_the_cycle():
     assert trunc == {"agent_0": True} and term == {"agent_0": False}
     env.reset(seed=0)
     assert enter(env, 2) == 1.0  # any tile starts a new cycle
-    assert env._engine.cycle_last[0, 0] == 2
+    assert env.engine.cycle_last[0, 0] == 2
 
 
 def test_cycle_state_survives_respawn():
@@ -120,7 +120,7 @@ def test_cycle_state_survives_respawn():
     _, rewards, term, _, _ = step(env, FORWARD)  # onto the goal: reward, respawn at once
     assert rewards["agent_0"] == 1.0 and term == {"agent_0": False}
     assert env.agent_positions["agent_0"] != (7, 1)
-    assert env._engine.cycle_last[0, 0] == 1
+    assert env.engine.cycle_last[0, 0] == 1
     assert enter(env, 2) == 1.0  # 2 follows 1 after the respawn
 
 
@@ -134,7 +134,7 @@ def test_reward_decay_on_positive_rewards():
 
 def test_prestige_values_and_color():
     env = cycle_env(agent={"prestige_beta": 0.5, "prestige_scale": 2.0, "color": "prestige"})
-    engine = env._engine
+    engine = env.engine
     expected = []
     p = 0.0
     for tile, r in ((0, 1.0), (1, 1.0)):
@@ -169,7 +169,7 @@ def test_goal_terminates_without_respawn_and_agent_leaves():
     assert obs["agent_0"][3, 6].tolist() == [1, 0, 0] and obs["agent_0"][3, 5, 0] == 2
     obs, *_ = step(env, DONE, LEFT)
     assert set(obs) == {"agent_1"}
-    assert not env._engine.sym[0, 0].any()  # out of play afterwards: all unseen
+    assert not env.engine.sym[0, 0].any()  # out of play afterwards: all unseen
 
 
 def test_lava_ends_the_agent_with_no_reward():
@@ -257,7 +257,7 @@ def test_pickup_conflict_has_one_random_winner():
     for seed in range(40):
         env = _two_facing(["#####", "#.B.#", "#####"], seed)
         step(env, PICKUP, PICKUP)
-        carried = env._engine.carrying[0, :, 0].tolist()
+        carried = env.engine.carrying[0, :, 0].tolist()
         assert sorted(carried) == [0, BALL]  # exactly one carries the ball
         assert env.grid_encoding(with_agents=False)[2, 1, 0] == EMPTY
         winners.add(carried.index(BALL))
@@ -284,7 +284,7 @@ def test_doors_and_keys():
     assert not env.visible_cells("agent_0")[3, 1]  # and blocks sight
     place(env, 0, 1, 1, SOUTH)
     step(env, PICKUP)
-    assert env._engine.carrying[0, 0].tolist() == [KEY, 4, 0]
+    assert env.engine.carrying[0, 0].tolist() == [KEY, 4, 0]
     step(env, LEFT)  # face east again
     step(env, TOGGLE)
     assert grid()[2, 1, 2] == DOOR_OPEN
@@ -306,7 +306,7 @@ def test_wrong_key_color_does_not_unlock():
     env = HandMadeEnv(["#####", "#.X.#", "#####"], max_steps=50)
     env.reset(seed=0)
     place(env, 0, 1, 1, EAST)
-    env._engine.carrying[0, 0] = (KEY, 2, 0)  # a blue key
+    env.engine.carrying[0, 0] = (KEY, 2, 0)  # a blue key
     step(env, TOGGLE)
     assert env.grid_encoding(with_agents=False)[2, 1, 2] == DOOR_LOCKED
 
@@ -323,7 +323,7 @@ def test_box_pickup_drop_and_open():
     env.reset(seed=0)
     place(env, 0, 1, 1, EAST)
     step(env, PICKUP)
-    assert env._engine.carrying[0, 0, 0] == BOX
+    assert env.engine.carrying[0, 0, 0] == BOX
     step(env, FORWARD)
     step(env, DROP)  # drop the box at (3, 1), keeping its ball
     assert env.grid_encoding(with_agents=False)[3, 1, 0] == BOX
@@ -332,22 +332,22 @@ def test_box_pickup_drop_and_open():
     step(env, PICKUP)
     step(env, RIGHT)
     step(env, DROP)  # (2, 2) is a wall: nothing happens
-    assert env._engine.carrying[0, 0, 0] == BALL
+    assert env.engine.carrying[0, 0, 0] == BALL
 
 
 def test_drop_onto_an_agent_fails():
     env = _two_facing(["#####", "#...#", "#####"], 0)
     place(env, 1, 2, 1, WEST)
-    env._engine.carrying[0, 0] = (BALL, 1, 0)
+    env.engine.carrying[0, 0] = (BALL, 1, 0)
     step(env, DROP, DONE)
-    assert env._engine.carrying[0, 0, 0] == BALL
+    assert env.engine.carrying[0, 0, 0] == BALL
 
 
 def test_carried_object_shows_in_own_cell():
     env = HandMadeEnv(["#####", "#.K.#", "#####"], agent={"view_size": 3}, max_steps=50)
     env.reset(seed=0)
     place(env, 0, 1, 1, EAST)
-    assert env._engine.sym[0, 0, 1, 2].tolist() == [EMPTY, 0, 0]
+    assert env.engine.sym[0, 0, 1, 2].tolist() == [EMPTY, 0, 0]
     obs, *_ = step(env, PICKUP)
     assert obs["agent_0"][1, 2].tolist() == [KEY, 4, 0]
 
@@ -361,7 +361,7 @@ def test_other_agents_appear_with_color_and_direction():
     env.reset(seed=0)
     place(env, 0, 1, 1, EAST)
     place(env, 1, 3, 1, SOUTH)
-    view = env._engine.sym[0, 0]
+    view = env.engine.sym[0, 0]
     # agent_0 faces east: two cells ahead is view (3, 4) for view size 7.
     assert view[3, 4].tolist() == [10, 2, SOUTH]
 
@@ -370,7 +370,7 @@ def test_hidden_types_read_as_empty():
     env = HandMadeEnv(CORRIDOR, agent={"hide": ("cycle_tile",)}, penalty=0.5, max_steps=50)
     env.reset(seed=0)
     place(env, 0, 1, 1, EAST)
-    types = env._engine.sym[0, 0, ..., 0]
+    types = env.engine.sym[0, 0, ..., 0]
     assert not np.isin(types, [11]).any()
     assert enter(env, 1) == 1.0  # hiding changes the view only
 

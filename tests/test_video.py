@@ -168,3 +168,49 @@ def test_marlgrid_record_writes_playable_mp4s(tmp_path):
         assert video.shape[0] == 21  # the reset frame and 20 steps, truncated at max_steps
         assert video.dtype == np.uint8 and video.shape[-1] == 3
     assert out.stdout.count("20 steps") == 3
+
+
+def _record(*args: str) -> int:
+    from marlgrid.record import main
+
+    small = ["--format", "gif", "--tile-size", "4", "--no-views", "--max-steps", "3"]
+    return main(["MarlGrid-Empty-5x5-v0", *small, *args])
+
+
+@pytest.mark.parametrize("fps", ["0", "-1", "nan", "inf", "fast"])
+def test_marlgrid_record_refuses_a_bad_fps(tmp_path, capsys, fps):
+    with pytest.raises(SystemExit) as exit_info:
+        _record("--out", str(tmp_path), "--fps", fps)
+    assert exit_info.value.code == 2
+    assert f"argument --fps: must be a float > 0, got '{fps}'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_marlgrid_record_out_is_a_directory_or_a_video_file(tmp_path):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("keep me")
+    with pytest.raises(SystemExit, match=r"--out .*notes.txt is an existing file, not a directory"):
+        _record("--out", str(taken))
+    assert taken.read_text() == "keep me"
+    # A file name with a video suffix gets every recorded episode.
+    single = tmp_path / "all.gif"
+    assert _record("--out", str(single), "--episodes", "2", "--fps", "4") == 0
+    assert 2 <= read(single).shape[0] <= 8  # 2 x (reset + 3 steps); GIFs merge equal frames
+
+
+def test_marlgrid_record_never_overwrites_without_overwrite(tmp_path, capsys):
+    out = tmp_path / "videos"
+    assert _record("--out", str(out), "--seed", "0") == 0
+    video = out / "MarlGrid-Empty-5x5-v0-0000.gif"
+    before = video.read_bytes()
+    with pytest.raises(SystemExit, match=r"refusing to overwrite .*-0000.gif.*--overwrite"):
+        _record("--out", str(out), "--seed", "1")
+    assert video.read_bytes() == before
+    assert _record("--out", str(out), "--seed", "0", "--overwrite") == 0
+    assert video.read_bytes() == before  # the same episode, replaced in place
+    assert (
+        "--overwrite"
+        in subprocess.run(
+            [sys.executable, "-m", "marlgrid.record", "--help"], capture_output=True, text=True
+        ).stdout
+    )

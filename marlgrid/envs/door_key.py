@@ -7,7 +7,7 @@ from typing import Any
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import ConfigError
 from marlgrid.constants import DOOR_LOCKED
-from marlgrid.envs._common import aec_from
+from marlgrid.envs._common import aec_from, square_size
 from marlgrid.layout import Layout
 
 
@@ -38,6 +38,7 @@ class DoorKeyEnv(MarlGridEnv):
     """
 
     def __init__(self, size: int = 8, **kwargs: Any) -> None:
+        size = square_size("DoorKeyEnv", size, kwargs)
         kwargs.setdefault("max_steps", 10 * size * size)
         kwargs.setdefault("reward_decay", True)
         super().__init__(size, size, **kwargs)
@@ -45,7 +46,7 @@ class DoorKeyEnv(MarlGridEnv):
             raise ConfigError(f"DoorKey needs size >= 5, got {size}")
         if len(self.agent_configs) + 1 > (size - 2) * 1:
             raise ConfigError(
-                f"{len(self.agent_configs)} agents and a key may not fit left of the door on a "
+                f"n_agents ({len(self.agent_configs)}) and a key may not fit left of the door on a "
                 f"{size}x{size} map; use fewer agents or a bigger map"
             )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from marlgrid.base import MarlGridEnv
-from marlgrid.envs._common import aec_from, check_fits
+from marlgrid.envs._common import aec_from, check_fits, square_size
 from marlgrid.layout import Layout
 
 
@@ -35,9 +35,10 @@ class EmptyEnv(MarlGridEnv):
     """
 
     def __init__(self, size: int = 8, **kwargs: Any) -> None:
+        size = square_size("EmptyEnv", size, kwargs)
         kwargs.setdefault("max_steps", 4 * size * size)
         super().__init__(size, size, **kwargs)
-        check_fits(size, size, 1 + len(self.agent_configs), "the goal and the agents")
+        check_fits(size, size, {"the goal": 1, "n_agents": len(self.agent_configs)})
 
     def generate(self, layout: Layout) -> None:
         layout.walls_border()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from marlgrid.base import MarlGridEnv
-from marlgrid.config import ConfigError
-from marlgrid.envs._common import aec_from, check_fits, clutter_count
+from marlgrid.config import ConfigError, check_float, check_int
+from marlgrid.envs._common import aec_from, check_fits, clutter_count, clutter_label, square_size
 from marlgrid.layout import Layout
 from marlgrid.registry import GOAL_CYCLE_CANONICAL
 
@@ -19,8 +19,9 @@ class GoalCycleEnv(MarlGridEnv):
 
     ## Description
     ``n_goals`` yellow tiles with hidden ids ``0..n_goals-1`` lie at random cells of a cluttered
-    room (clutter never cuts it into pieces). All tiles look alike and all agents share the order.
-    An agent learns the order by trial, or by watching an agent that knows it.
+    room (clutter never cuts it into pieces; generation takes time about linear in the map
+    area). All tiles look alike and all agents share the order. An agent learns the order by
+    trial, or by watching an agent that knows it.
 
     ## Action Space
     ``Discrete(7)`` (``Discrete(3)`` with ``restrict_actions``).
@@ -59,6 +60,15 @@ class GoalCycleEnv(MarlGridEnv):
         clutter_density: float | None = None,
         **kwargs: Any,
     ) -> None:
+        size = square_size("GoalCycleEnv", size, kwargs)
+        if "cycle_reward" in kwargs:
+            raise ConfigError("GoalCycleEnv sets cycle_reward from reward: set reward instead")
+        reward = check_float("reward", reward)
+        penalty = check_float("penalty", penalty)
+        streak_bonus = check_float("streak_bonus", streak_bonus)
+        n_goals = check_int("n_goals", n_goals)
+        if n_goals < 2:
+            raise ConfigError(f"n_goals must be >= 2 for a cycle, got {n_goals}")
         kwargs.setdefault("max_steps", 250)
         kwargs.setdefault("respawn", True)
         super().__init__(
@@ -72,27 +82,28 @@ class GoalCycleEnv(MarlGridEnv):
             streak_bonus=streak_bonus,
             **kwargs,
         )
-        if n_goals < 2:
-            raise ConfigError(f"n_goals must be >= 2 for a cycle, got {n_goals}")
         if n_clutter is None and clutter_density is None:
             clutter_density = 0.15
         self.n_clutter = clutter_count(size, size, n_clutter, clutter_density)
-        check_fits(
-            size,
-            size,
-            self.n_clutter + n_goals + len(self.agent_configs),
-            "the clutter, goal tiles and agents",
-        )
+        self._clutter_label = clutter_label(n_clutter, clutter_density)
+        needed = {self._clutter_label: self.n_clutter, "n_goals": n_goals}
+        check_fits(size, size, {**needed, "n_agents": len(self.agent_configs)})
 
     def generate(self, layout: Layout) -> None:
         layout.walls_border()
 
-        def tiles_and_clutter() -> None:
-            layout.cycle_tiles(self.rules.n_goals)
-            layout.place("wall", count=self.n_clutter)
+        n_goals, n_clutter = self.rules.n_goals, self.n_clutter
 
-        what = f"{self.rules.n_goals} goal tiles and {self.n_clutter} clutter walls"
-        layout.retry_until_connected(tiles_and_clutter, what)
+        def tiles_and_clutter() -> None:
+            layout.cycle_tiles(n_goals)
+            layout.place("wall", count=n_clutter)
+
+        def scattered_clutter_and_tiles() -> None:
+            layout.scatter_connected("wall", n_clutter, tiles=n_goals)
+
+        label = f"{self._clutter_label}, size={self.width}"
+        what = f"n_goals={n_goals} tiles and {n_clutter} clutter walls ({label})"
+        layout.retry_until_connected(tiles_and_clutter, what, fallback=scattered_clutter_and_tiles)
 
 
 def parallel_env(**kwargs: Any) -> GoalCycleEnv:
