@@ -130,7 +130,7 @@ def _spec(algo: str) -> LearnerSpec:
 
 
 #: modules whose import registers the built-in algorithms
-BUILTIN_MODULES = ("marlgrid.agents.ppo",)
+BUILTIN_MODULES = ("marlgrid.agents.ppo", "marlgrid.agents.drqn")
 
 
 def load_builtin_learners() -> None:

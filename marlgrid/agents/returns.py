@@ -1,6 +1,9 @@
 """Returns and targets as pure functions over time-major ``(T, B)`` tensors.
 
 - :func:`compute_gae`: generalised advantage estimation (PPO);
+- :func:`n_step_returns`: n-step returns cut at episode ends (DRQN);
+- :func:`value_rescale` / :func:`inverse_value_rescale`: R2D2's h(x) and its inverse;
+- :func:`bootstrap_values`: state values from action values (max, double Q, soft Q).
 """
 
 from __future__ import annotations
@@ -57,3 +60,77 @@ def _reverse_scan(deltas: np.ndarray, carry: np.ndarray, out: np.ndarray) -> Non
             out[t, b] = last[b]
 
 
+def n_step_returns(
+    rewards: Tensor,
+    next_values: Tensor,
+    terminations: Tensor,
+    dones: Tensor,
+    gamma: float,
+    n: int,
+) -> tuple[Tensor, Tensor]:
+    """n-step returns over time-major ``(T, B)`` tensors, cut at episode ends.
+
+    ``next_values[t]`` is the value of the observation that truly follows step ``t`` (the true
+    final observation after a truncation); ``dones[t]`` marks that step ``t`` ended its episode
+    (termination, truncation, or any cut), ``terminations[t]`` that it ended by termination.
+    For each ``t`` the horizon ``k_t`` is the smallest of ``n``, the number of steps up to and
+    including the first done at or after ``t``, and ``T - t``; then
+
+    ``G_t = sum_{i < k_t} gamma^i r_{t+i} + gamma^{k_t} (1 - term_{t+k_t-1}) next_values_{t+k_t-1}``
+
+    so the sum stops at terminations (no bootstrap) and bootstraps from the final observation at
+    truncations. Returns ``(returns, horizons)``, ``horizons = k_t`` (long).
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    T = rewards.shape[0]
+    stop = dones.bool().clone()
+    stop[-1] = True  # the window ends: bootstrap from the last next value
+    boot = ~terminations.bool()
+    out = torch.zeros_like(rewards)
+    horizon = torch.zeros(rewards.shape, dtype=torch.long, device=rewards.device)
+    alive = torch.ones_like(stop)
+    for i in range(min(n, T)):
+        # step t + i for every t (rows past the end are padded: alive is already false there)
+        r, v, b, s = (x[i:] for x in (rewards, next_values, boot, stop))
+        a = alive[: T - i]
+        ends = a & (s | (i == n - 1))
+        out[: T - i] += torch.where(a, gamma**i * r, 0.0)
+        out[: T - i] += torch.where(ends & b, gamma ** (i + 1) * v, 0.0)
+        horizon[: T - i][ends] = i + 1
+        alive[: T - i] = a & ~ends
+    return out, horizon
+
+
+def value_rescale(x: Tensor, eps: float = 1e-3) -> Tensor:
+    """R2D2's invertible value rescaling ``h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x``."""
+    return torch.sign(x) * (torch.sqrt(x.abs() + 1.0) - 1.0) + eps * x
+
+
+def inverse_value_rescale(x: Tensor, eps: float = 1e-3) -> Tensor:
+    """The exact inverse of :func:`value_rescale` (Pohlen et al. 2018, Prop. A.2):
+
+    ``h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)``, computed as
+    ``root = 2 c / (1 + sqrt(1 + 4 eps c))``, ``c = |x| + 1 + eps`` (the same number without the
+    cancellation that costs float32 about 1e-4 near 0).
+    """
+    c = x.abs() + 1.0 + eps
+    root = 2.0 * c / (1.0 + torch.sqrt(1.0 + 4.0 * eps * c))
+    return torch.sign(x) * (root * root - 1.0)
+
+
+def bootstrap_values(q_target: Tensor, q_online: Tensor | None, soft_alpha: float | None) -> Tensor:
+    """State values ``(..., )`` from action values ``(..., A)``.
+
+    - ``soft_alpha`` set (soft Q): ``alpha * logsumexp(Q_target / alpha)``; with ``q_online``
+      (double), ``sum_a pi(a) (Q_target(a) - alpha log pi(a))``, ``pi = softmax(Q_online / alpha)``;
+    - otherwise ``max_a Q_target`` (DQN), or ``Q_target`` at ``argmax Q_online`` (double Q).
+    """
+    if soft_alpha is not None:
+        if q_online is None:
+            return soft_alpha * torch.logsumexp(q_target / soft_alpha, -1)
+        logp = torch.log_softmax(q_online / soft_alpha, -1)
+        return (logp.exp() * (q_target - soft_alpha * logp)).sum(-1)
+    if q_online is None:
+        return q_target.max(-1).values
+    return q_target.gather(-1, q_online.argmax(-1, keepdim=True)).squeeze(-1)
