@@ -71,7 +71,8 @@ def test_frozen_gru_expert_plays_beside_an_lstm_learner(tmp_path) -> None:
     assert isinstance(learner.learner.net.memory, LSTMCore)
     before = [p.clone() for p in frozen.learner.net.parameters()]
     trainer.run()
-    assert all(torch.equal(a, b) for a, b in zip(before, frozen.learner.net.parameters()))
+    after = list(frozen.learner.net.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
     payload = load_checkpoint(list_checkpoints(tmp_path / "novice" / "checkpoints")[-1])
     assert set(payload["learners"]) == {"main"}  # frozen learners are not saved again
 
@@ -120,3 +121,66 @@ def test_a_callback_can_stop_training_and_the_stop_is_checkpointed(tmp_path) -> 
     assert [p.name for p in list_checkpoints(tmp_path / "run" / "checkpoints")] == [
         "ckpt_000000002.pt"
     ]
+
+
+def _drqn():
+    from marlgrid.agents.drqn import DRQNConfig
+
+    return DRQNConfig(
+        network=SMALL,
+        seq_len=8,
+        burn_in=2,
+        overlap=4,
+        n_step=2,
+        buffer_size=2_000,
+        batch_size=4,
+        learning_starts=16,
+        train_freq=4,
+        target_update_period=10,
+    )
+
+
+def test_a_ppo_and_a_drqn_learner_train_side_by_side_checkpoint_and_resume(tmp_path) -> None:
+    from marlgrid.agents.drqn import DRQN
+
+    cfg = _cfg(
+        env=EnvConfig("MarlGrid-DoorKey-8x8-2Agents-v0", num_envs=2),
+        roles={"agent_1": {"kind": "learner", "learner": "q"}},
+        learners={"q": _drqn()},
+        total_timesteps=96,  # 6 iterations of 8 steps x 2 envs
+    )
+    run_dir = tmp_path / "run"
+    stop = _StopAfter(3)
+    first = Trainer(cfg, run_dir, [stop])
+    assert isinstance(first.learners["main"].learner, PPO)
+    assert isinstance(first.learners["q"].learner, DRQN)
+    metrics = first.run()
+    assert "main/losses/policy_loss" in metrics and "q/losses/td_loss" in metrics
+    q_first = first.learners["q"].learner
+    saved = load_checkpoint(list_checkpoints(run_dir / "checkpoints")[-1])
+    assert saved["learners"]["q"]["config"]["algo"] == "drqn"
+    assert saved["learners"]["main"]["config"]["algo"] == "ppo"
+
+    seen: dict[str, object] = {}
+
+    class _Capture(Callback):
+        def on_training_start(self, trainer) -> None:  # called after the resume
+            q = trainer.learners["q"].learner
+            seen.update(
+                iteration=trainer.iteration,
+                q_updates=q.num_updates,
+                steps_added=q.replay.steps_added,
+                ppo_updates=trainer.learners["main"].learner.num_updates,
+                params=[p.clone() for p in q.q.parameters()],
+            )
+
+    second = Trainer(cfg, run_dir, [_Capture()])  # the same command again: resumes at 3
+    second.run()
+    assert seen["iteration"] == 3
+    assert seen["q_updates"] == q_first.num_updates > 0
+    assert seen["steps_added"] == q_first.replay.steps_added
+    assert seen["ppo_updates"] == first.learners["main"].learner.num_updates == 3
+    for a, b in zip(q_first.q.parameters(), seen["params"], strict=True):
+        assert torch.equal(a, b)
+    assert second.iteration == second.num_iterations == 6
+    assert second.learners["q"].learner.num_updates > q_first.num_updates
