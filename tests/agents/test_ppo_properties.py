@@ -61,7 +61,6 @@ def test_training_and_unroll_paths_match_forward(
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     core = make_memory(kind, 3, 5)
-    core.split_ratio = 1e9
     x = torch.randn(T, N, 3, generator=gen)
     state = torch.randn(N, core.state_size, generator=gen)
     resets = torch.rand(T, N, generator=gen) < p
