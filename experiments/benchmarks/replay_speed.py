@@ -1,4 +1,5 @@
-"""Replay speed benchmark: marlgrid's prioritized-replay sum tree against cpprb and tianshou.
+"""Replay speed benchmark: marlgrid's prioritized-replay sum tree against cpprb and tianshou, and
+DRQN's training speed against Stable-Baselines3 DQN.
 
 Section ``tree``: in a tree of 2^20 leaves, one rep samples 64 indices, then writes 64 new
 priorities at those indices. Every line is filled, warmed up and timed in this process, one after
@@ -6,10 +7,21 @@ another, for ``--rounds`` rounds; the median over all timed reps of each phase (
 and of their total is reported, in microseconds (``time.perf_counter_ns``, garbage collector off,
 one numba/torch/BLAS thread). See README.md beside this file ("Replay speed").
 
+Section ``drqn``: env steps per CPU-second of training in steady state (after learning_starts)
+of marlgrid's DRQN (``network.memory`` 'lstm' and 'none', through
+``marlgrid.agents.rollout.train_on_vector_env``) and of SB3's ``DQN``, with the same env, number
+of envs, train frequency, gradient steps, transitions per gradient step and layer widths, on
+CartPole-v1 and on MarlGrid-Empty-8x8-v0; ``--drqn-rounds`` rounds of every line in turn, the
+median reported (see :class:`DRQNSettings` and README.md).
+
     python experiments/benchmarks/replay_speed.py --json experiments/results/replay_speed.json
     python experiments/benchmarks/replay_speed.py --only tree --reps 1000
+    .venv/bin/python experiments/benchmarks/replay_speed.py --only drqn \
+        --json experiments/results/replay_speed.json --merge
 
-The peers are optional: install them into a separate venv (never a marlgrid dependency)::
+The tree section's peers are optional: install them into a separate venv (never a marlgrid
+dependency). SB3 is in the project's venv (``pip install 'marlgrid[sb3]'``); where it cannot be
+imported, the SB3 line is skipped with a hint and ours are still timed::
 
     python3 -m venv .bench-replay-venv
     .bench-replay-venv/bin/pip install torch==2.13.0
@@ -27,6 +39,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMB
     os.environ.setdefault(_var, "1")  # before numpy, numba or torch are imported
 
 import argparse
+import dataclasses
 import gc
 import json
 import platform
@@ -320,15 +333,334 @@ def report_tree(results: dict[str, dict[str, Any]], ratios: dict[str, float]) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# Sections selectable with --only. The DRQN training speed (env-steps/s against SB3 DQN) joins
-# here as another ``name: run_function`` entry once the DRQN learner exists.
+# Section "drqn": DRQN training speed against Stable-Baselines3 DQN (memoryless)
+#
+# Per env, every line is built, its replay filled to learning_starts and a little past it
+# (untimed: the fill and the first updates, numba's compilation included, are the warm-up),
+# then the lines run in turns for --drqn-rounds rounds of --drqn-steps (CartPole) or
+# --drqn-marlgrid-steps env steps each, a whole number of updates; the rate
+# of a round is env steps (summed over the N envs) per CPU-second of this process
+# (``time.process_time``; wall-clock beside it) of one whole training call in steady state, after
+# learning_starts. The median over the rounds is reported.
 
-SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {"tree": run_tree}
+DRQN_ENVS = ("cartpole", "marlgrid")
+DRQN_LINES = ("ours_lstm", "ours_none", "sb3_dqn")
+DRQN_MARLGRID_ID = "MarlGrid-Empty-8x8-v0"  # 1 agent, 7x7 symbolic view (uint8), 7 actions
+DRQN_TARGETS = {"ours_lstm": 0.5, "ours_none": 1.0}  # ours / SB3 DQN, env steps per second
+SB3_HINT = (
+    "stable_baselines3 is installed in the project's venv: run this section with "
+    ".venv/bin/python (or pip install 'stable-baselines3==2.9.2' into the venv in use)"
+)
+
+
+@dataclass
+class DRQNSettings:
+    """What both sides share (see README.md, "What is measured (`drqn`)")."""
+
+    num_envs: int = 8  # N copies of the env, stepped as one batch
+    train_freq: int = 4  # batched steps (each of the N envs steps once) between updates
+    gradient_steps: int = 1  # gradient steps per update
+    sequences: int = 16  # ours: sequences per gradient step
+    seq_len: int = 16  # ours: steps per sequence (burn-in included); SB3 batch = 16 * 16
+    burn_in: int = 8  # ours: leading steps of a sequence that only warm up the state
+    overlap: int = 8  # ours: steps shared by consecutive sequences
+    learning_starts: int = 2_000  # env steps (over all envs) stored before the first update
+    buffer_size: int = 100_000  # env steps (over all envs)
+    trunk: int = 128  # first layer (CartPole) / features of the symbolic encoder (marlgrid)
+    hidden: int = 128  # memory core width ('lstm' or 'none') = SB3's matching layer
+    head: int = 64  # hidden layer of the Q head
+    lr: float = 1e-4  # Adam, both (SB3 DQN's default)
+    gamma: float = 0.99
+    epsilon: float = 0.05  # constant exploration rate, both
+    target_period: int = 250  # gradient steps between target copies (SB3: in env steps)
+    seed: int = 0
+
+    @property
+    def batch_transitions(self) -> int:
+        return self.sequences * self.seq_len
+
+    def sb3_net_arch(self, env: str) -> list[int]:
+        """SB3's layers after its features extractor, matching ours layer for layer."""
+        return (
+            [self.trunk, self.hidden, self.head] if env == "cartpole" else [self.hidden, self.head]
+        )
+
+
+def drqn_cartpole(s: DRQNSettings) -> Any:
+    import gymnasium as gym
+
+    return gym.make_vec(
+        "CartPole-v1",
+        num_envs=s.num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+
+
+class DRQNLine:
+    """One learner on one env, trained further by every ``segment(steps)`` call (the first one
+    fills the replay and warms up; the later ones are the timed rounds)."""
+
+    name: str
+
+    def grad_steps(self) -> int:
+        raise NotImplementedError
+
+    def run(self, steps: int) -> None:
+        raise NotImplementedError
+
+    def segment(self, steps: int) -> dict[str, float]:
+        """One timed training call of ``steps`` env steps: CPU and wall seconds, grad steps."""
+        g0 = self.grad_steps()
+        gc.collect()
+        c0, w0 = time.process_time(), time.perf_counter()
+        self.run(steps)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        return {"cpu_s": cpu, "wall_s": wall, "grad_steps": self.grad_steps() - g0}
+
+
+class OursDRQN(DRQNLine):
+    """marlgrid.agents.drqn.DRQN trained by ``rollout.train_on_vector_env``: a gymnasium
+    ``SyncVectorEnv`` (wrapped there in ``SingleAgentBatch``) or ``marlgrid.make_vec``."""
+
+    def __init__(self, env: str, memory: str, s: DRQNSettings) -> None:
+        import marlgrid
+        from marlgrid.agents.drqn import DRQN, DRQNConfig
+        from marlgrid.agents.networks import NetworkConfig
+        from marlgrid.agents.rollout import as_vector_env
+
+        self.name, self.s = f"ours_{memory}", s
+        self.envs = (
+            drqn_cartpole(s)
+            if env == "cartpole"
+            else marlgrid.make_vec(DRQN_MARLGRID_ID, s.num_envs)
+        )
+        # marlgrid: the encoder of marlgrid.sb3.SymbolicGridExtractor (8-wide embeddings, 2x2
+        # convs of 32 and 64 channels without padding); its Linear + ReLU to 128 is our trunk
+        network = NetworkConfig(
+            memory=memory,
+            hidden_size=s.hidden,
+            trunk_sizes=(s.trunk,),
+            head_sizes=(s.head,),
+            conv_channels=(32, 64),
+            conv_kernel=2,
+            conv_padding=0,
+            embed_dim=8,
+        )
+        self.cfg = DRQNConfig(
+            network=network,
+            double_q=False,  # SB3 DQN bootstraps with the target's max
+            gamma=s.gamma,
+            n_step=1,
+            seq_len=s.seq_len,
+            burn_in=s.burn_in,
+            overlap=s.overlap,
+            buffer_size=s.buffer_size,
+            optimizer="adam",
+            lr=s.lr,
+            max_grad_norm=10.0,
+            huber_delta=1.0,
+            batch_size=s.sequences,
+            learning_starts=s.learning_starts,
+            train_freq=s.train_freq,
+            gradient_steps=s.gradient_steps,
+            target_update_period=s.target_period,
+            eps_start=s.epsilon,
+            eps_end=s.epsilon,
+        )
+        vec = as_vector_env(self.envs)
+        agent = vec.possible_agents[0]
+        obs_space, act_space = vec.single_observation_space(agent), vec.single_action_space(agent)
+        self.learner = DRQN(obs_space, act_space, self.cfg, seed=s.seed)
+        self.params = sum(p.numel() for p in self.learner.q.parameters())
+        self.config = {"DRQNConfig": dataclasses.asdict(self.cfg), "network": str(self.learner.q)}
+        self.round = 0
+
+    def grad_steps(self) -> int:
+        return self.learner.num_grad_steps
+
+    def run(self, steps: int) -> None:
+        from marlgrid.agents.rollout import train_on_vector_env
+
+        # a new call resets the envs (the replay, counters and optimizer carry on)
+        self.round += 1
+        train_on_vector_env(self.envs, self.learner, steps, seed=self.s.seed + self.round)
+
+
+class SB3DQN(DRQNLine):
+    """stable_baselines3.DQN (MlpPolicy; on marlgrid with marlgrid.sb3's SymbolicGridExtractor),
+    continued by ``learn(steps, reset_num_timesteps=False)``."""
+
+    def __init__(self, env: str, s: DRQNSettings) -> None:
+        import torch
+        from stable_baselines3 import DQN
+        from stable_baselines3.common.env_util import make_vec_env
+        from stable_baselines3.common.vec_env import VecMonitor
+
+        self.name = "sb3_dqn"
+        policy_kwargs: dict[str, Any] = {"net_arch": s.sb3_net_arch(env)}
+        if env == "cartpole":
+            venv = make_vec_env("CartPole-v1", n_envs=s.num_envs, seed=s.seed)
+        else:
+            from marlgrid.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
+
+            venv = VecMonitor(MarlGridVecEnv(DRQN_MARLGRID_ID, num_envs=s.num_envs))
+            venv.seed(s.seed)
+            policy_kwargs.update(symbolic_policy_kwargs(s.trunk))
+        kwargs: dict[str, Any] = dict(
+            learning_rate=s.lr,
+            buffer_size=s.buffer_size,
+            learning_starts=s.learning_starts,
+            batch_size=s.batch_transitions,
+            tau=1.0,
+            gamma=s.gamma,
+            train_freq=s.train_freq,
+            gradient_steps=s.gradient_steps,
+            target_update_interval=s.target_period * s.train_freq * s.num_envs,
+            exploration_initial_eps=s.epsilon,
+            exploration_final_eps=s.epsilon,
+            max_grad_norm=10.0,
+            policy_kwargs=policy_kwargs,
+            seed=s.seed,
+            device="cpu",
+            verbose=0,
+        )
+        self.model = DQN("MlpPolicy", venv, **kwargs)
+        torch.set_num_threads(1)
+        self.params = sum(p.numel() for p in self.model.q_net.parameters())
+        kwargs["policy_kwargs"] = {k: repr(v) for k, v in policy_kwargs.items()}
+        self.config = {"DQN": kwargs, "network": str(self.model.q_net)}
+
+    def grad_steps(self) -> int:
+        return int(self.model._n_updates)
+
+    def run(self, steps: int) -> None:
+        self.model.learn(steps, reset_num_timesteps=False)
+
+
+def build_drqn_line(env: str, name: str, s: DRQNSettings) -> DRQNLine:
+    if name == "sb3_dqn":
+        return SB3DQN(env, s)
+    return OursDRQN(env, name.removeprefix("ours_"), s)
+
+
+def drqn_summary(rounds: list[dict[str, float]], steps: int) -> dict[str, Any]:
+    cpu = [steps / r["cpu_s"] for r in rounds]
+    wall = [steps / r["wall_s"] for r in rounds]
+    return {
+        "sps_cpu": float(np.median(cpu)),
+        "sps_wall": float(np.median(wall)),
+        "round_sps_cpu": cpu,
+        "round_sps_wall": wall,
+        "env_steps_per_grad_step": steps / max(np.mean([r["grad_steps"] for r in rounds]), 1),
+        "rounds": rounds,
+    }
+
+
+def run_drqn(args: argparse.Namespace) -> dict[str, Any]:
+    """Section ``drqn``: per env, every line filled, then timed in turns for the rounds."""
+    import torch
+
+    s = DRQNSettings(num_envs=args.drqn_num_envs, seed=args.seed)
+    cycle = s.num_envs * s.train_freq  # env steps per update, both sides
+    fill = s.learning_starts + args.drqn_warmup_steps
+    sb3_skip = _peer("stable_baselines3")
+    if sb3_skip:
+        sb3_skip = f"stable_baselines3 not importable; {SB3_HINT}"
+    out: dict[str, Any] = {"settings": dataclasses.asdict(s), "fill_steps": fill, "envs": {}}
+    out["settings"]["sb3_batch_size"] = s.batch_transitions
+    for env in args.drqn_envs:
+        wanted = args.drqn_steps if env == "cartpole" else args.drqn_marlgrid_steps
+        steps = -(-wanted // cycle) * cycle  # whole updates
+        print(f"  {env}: {args.drqn_rounds} rounds x {steps} env steps per line")
+        lines: list[DRQNLine] = []
+        results: dict[str, dict[str, Any]] = {}
+        for name in args.drqn_lines:
+            if name == "sb3_dqn" and sb3_skip:
+                print(f"    {name:<10} SKIPPED: {sb3_skip}")
+                results[name] = {"skipped": sb3_skip}
+                continue
+            t0 = time.perf_counter()
+            line = build_drqn_line(env, name, s)
+            fill_s = line.segment(fill)
+            results[name] = {
+                "params": line.params,
+                "config": line.config,
+                "setup_s": time.perf_counter() - t0,
+                "fill": {**fill_s, "sps_cpu": fill / fill_s["cpu_s"]},
+            }
+            lines.append(line)
+        assert torch.get_num_threads() == 1, torch.get_num_threads()
+        timed: dict[str, list[dict[str, float]]] = {line.name: [] for line in lines}
+        for _ in range(args.drqn_rounds):
+            for line in lines:
+                timed[line.name].append(line.segment(steps))
+        for name, rounds in timed.items():
+            results[name].update(drqn_summary(rounds, steps))
+        ratios = drqn_ratios(results)
+        out["envs"][env] = {"timed_steps": steps, "results": results, "ratios": ratios}
+        report_drqn(results, ratios)
+    out["acceptance"] = drqn_acceptance(out["envs"])
+    for key, ok in out["acceptance"].items():
+        print(f"  {key:<44} {ok if ok == 'skipped' else ('PASS' if ok else 'FAIL')}")
+    return out
+
+
+def drqn_ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Our median rate / SB3 DQN's (CPU and wall), and the median of the per-round ratios."""
+    peer = results.get("sb3_dqn", {})
+    if "sps_cpu" not in peer:
+        return {}
+    out = {}
+    for name in ("ours_lstm", "ours_none"):
+        r = results.get(name, {})
+        if "sps_cpu" in r:
+            per_round = np.array(r["round_sps_cpu"]) / np.array(peer["round_sps_cpu"])
+            out[f"{name}/sb3_dqn"] = {
+                "cpu": r["sps_cpu"] / peer["sps_cpu"],
+                "wall": r["sps_wall"] / peer["sps_wall"],
+                "cpu_round_median": float(np.median(per_round)),
+            }
+    return out
+
+
+def drqn_acceptance(envs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    checks: dict[str, Any] = {}
+    for env, got in envs.items():
+        for name, target in DRQN_TARGETS.items():
+            ratio = got["ratios"].get(f"{name}/sb3_dqn")
+            key = f"{env}: {name} >= {target:g}x sb3_dqn (CPU rate)"
+            checks[key] = "skipped" if ratio is None else bool(ratio["cpu"] >= target)
+    return checks
+
+
+def report_drqn(results: dict[str, dict[str, Any]], ratios: dict[str, dict[str, Any]]) -> None:
+    print(f"    {'line':<10} {'steps/CPU-s':>11} {'steps/s wall':>12} {'fill/CPU-s':>10}  rounds")
+    for name, r in results.items():
+        if "sps_cpu" in r:
+            rounds = ", ".join(f"{v:.0f}" for v in r["round_sps_cpu"])
+            print(
+                f"    {name:<10} {r['sps_cpu']:11.0f} {r['sps_wall']:12.0f}"
+                f" {r['fill']['sps_cpu']:10.0f}  {rounds}"
+                f"  ({r['env_steps_per_grad_step']:.0f} env steps/grad step)"
+            )
+    for key, r in ratios.items():
+        print(f"    {key:<18} {r['cpu']:5.2f}x CPU, {r['wall']:5.2f}x wall")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections selectable with --only: ``name: run_function``.
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "tree": run_tree,
+    "drqn": run_drqn,
+}
 
 
 def environment_info() -> dict[str, Any]:
     versions = {}
-    for pkg in ("marlgrid", "numpy", "numba", "torch", "cpprb", "tianshou"):
+    for pkg in ("marlgrid", "numpy", "numba", "torch", "cpprb", "tianshou", "stable_baselines3",
+                "gymnasium"):  # fmt: skip
         try:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -342,6 +674,7 @@ def environment_info() -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "python": platform.python_version(),
+        "executable": sys.executable,
         "platform": platform.platform(),
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
@@ -369,6 +702,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--log2-leaves", type=int, default=20, help="tree size: 2^N leaves")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write results and machine info as JSON")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --json: keep the sections of an existing file that this run does not measure",
+    )
+    d = p.add_argument_group("section drqn")
+    d.add_argument("--drqn-envs", nargs="+", choices=DRQN_ENVS, default=list(DRQN_ENVS))
+    d.add_argument("--drqn-lines", nargs="+", choices=DRQN_LINES, default=list(DRQN_LINES))
+    d.add_argument("--drqn-rounds", type=int, default=5, help="timed rounds of every line in turn")
+    d.add_argument("--drqn-steps", type=int, default=4000, help="CartPole: env steps per round")
+    d.add_argument(
+        "--drqn-marlgrid-steps", type=int, default=1600, help="marlgrid: env steps per round"
+    )
+    d.add_argument(
+        "--drqn-warmup-steps",
+        type=int,
+        default=1000,
+        help="untimed env steps after learning_starts",
+    )
+    d.add_argument("--drqn-num-envs", type=int, default=8, help="copies of the env (N)")
     return p.parse_args(argv)
 
 
@@ -381,8 +734,21 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {**info, "args": vars(args), "sections": {}}
     for name in args.only:
         print(f"\n[{name}]")
+        load = list(os.getloadavg())
         out["sections"][name] = SECTIONS[name](args)
+        run = {k: info[k] for k in ("date", "executable", "versions")}
+        out["sections"][name]["run"] = {
+            **run,
+            "loadavg_1_5_15_start": load,
+            "loadavg_1_5_15_end": list(os.getloadavg()),
+        }
     out["loadavg_1_5_15_end"] = list(os.getloadavg())
+    if args.json and args.merge and os.path.exists(args.json):
+        with open(args.json) as f:
+            kept = {k: v for k, v in json.load(f).get("sections", {}).items() if k not in args.only}
+        out["sections"] = {**kept, **out["sections"]}  # a kept section holds its own "run"
+        if kept:
+            print(f"kept sections {sorted(kept)} of {args.json}")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

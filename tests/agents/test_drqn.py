@@ -299,7 +299,7 @@ def test_registry_builds_drqn_from_a_config_dict() -> None:
     assert isinstance(learner, DRQN) and learner.cfg.dueling and learner.q.dueling
 
 
-def test_agent_yaml_files_are_plain_drqn_overrides() -> None:
+def test_agent_yaml_files_are_drqn_overrides_checked_by_its_schema() -> None:
     yaml = pytest.importorskip("yaml")
     from pathlib import Path
 
@@ -307,7 +307,7 @@ def test_agent_yaml_files_are_plain_drqn_overrides() -> None:
     memories = {}
     for name in ("drqn", "dqn"):
         data = yaml.safe_load((root / f"{name}.yaml").read_text())
-        assert "defaults" not in data
+        assert data.pop("defaults") == ["drqn_schema", "_self_"]  # checked by DRQNConfig
         base = dataclasses.asdict(DRQNConfig())
         net = {**base["network"], **data.pop("network", {})}
         memories[name] = config_from_dict({**base, **data, "network": net}).network.memory
