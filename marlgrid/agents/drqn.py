@@ -173,6 +173,10 @@ class DRQN:
         """Zero memory state for ``num_slots`` slots."""
         return self.q.initial_state(num_slots)
 
+    def reset_state(self, state: Tensor, resets: Tensor) -> Tensor:
+        """``state`` with the slots where ``resets`` is set reset by the memory core."""
+        return self.q.torso.memory.reset_state(state, resets)
+
     def epsilon(self) -> float:
         """The scheduled epsilon at the current training progress."""
         c = self.cfg
@@ -245,8 +249,10 @@ class DRQN:
             return q.q_values(batch.obs, batch.state, batch.resets)
         obs, resets = batch.obs, batch.resets
         stale, fresh = (~batch.fresh).nonzero().squeeze(1), batch.fresh.nonzero().squeeze(1)
-        with torch.no_grad():
-            _, s = q.torso(_cols(obs, slice(0, b), stale), batch.state[stale], resets[:b, stale])
+        s = batch.state[stale]
+        if q.state_size:  # a memoryless core has no state to warm up: its burn-in is skipped
+            with torch.no_grad():
+                _, s = q.torso(_cols(obs, slice(0, b), stale), s, resets[:b, stale])
         rest = q.q_values(_cols(obs, slice(b, None), stale), s, resets[b:, stale])
         parts = [torch.cat([rest.new_zeros(b, len(stale), rest.shape[-1]), rest])]
         if len(fresh):

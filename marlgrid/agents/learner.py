@@ -77,6 +77,10 @@ class Learner(Protocol):
         """Memory state ``(num_slots, S)`` of slots that have seen nothing yet."""
         ...
 
+    def reset_state(self, state: Tensor, resets: Tensor) -> Tensor:
+        """``state`` with the slots where ``resets`` is set reset (by the memory core)."""
+        ...
+
     def act(self, obs: Obs, state: Tensor, resets: Tensor, explore: bool = True) -> Action:
         """Actions for a batch of slots: explore (sample, epsilon-greedy...) or greedy."""
         ...

@@ -143,7 +143,7 @@ class PolicyGroup:
     def act(self) -> np.ndarray:
         """Actions ``(N, J)`` for this group's agents."""
         out = self.learner.act(self.obs, self.state, self.resets, explore=self.explore)
-        self._last = (self.state.masked_fill(self.resets.unsqueeze(-1), 0.0), out)  # Step.state
+        self._last = (self.learner.reset_state(self.state, self.resets), out)  # Step.state
         self.state = out.state
         env_actions = out.actions.cpu().numpy() + self.learner.action_start
         return env_actions.reshape(-1, len(self.agents))
