@@ -18,8 +18,9 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint
-from marlgrid.agents.rollout import MultiAgentRollout
-from marlgrid.agents.trainer import TrainConfig, build_groups, record_video, resolve_roles
+from marlgrid.agents.evaluation import evaluate_groups, record_groups_video
+from marlgrid.agents.roles import build_groups, resolve_roles
+from marlgrid.agents.trainer import TrainConfig, learner_configs
 
 
 def load_run(target: Path) -> tuple[TrainConfig, Path]:
@@ -28,6 +29,8 @@ def load_run(target: Path) -> tuple[TrainConfig, Path]:
         ckpt, run_dir = target, target.parent.parent
     else:
         run_dir = target
+        if not run_dir.is_dir():
+            raise SystemExit(f"{run_dir} is neither a run directory nor a checkpoint file")
         found = list_checkpoints(run_dir / "checkpoints")
         if not found:
             raise SystemExit(f"no checkpoints in {run_dir / 'checkpoints'}")
@@ -36,6 +39,7 @@ def load_run(target: Path) -> tuple[TrainConfig, Path]:
     if not config_file.exists():
         raise SystemExit(f"{config_file} not found: is {run_dir} a training run directory?")
     schema = OmegaConf.structured(TrainConfig)
+    OmegaConf.set_struct(schema.env.settings, False)
     cfg = OmegaConf.to_object(OmegaConf.merge(schema, OmegaConf.load(config_file)))
     return cfg, ckpt
 
@@ -47,43 +51,66 @@ def mean_ci(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean()), 1.96 * float(values.std(ddof=1)) / math.sqrt(len(values))
 
 
-def evaluate(target: Path, episodes: int, greedy: bool, num_envs: int, seed: int, videos: int):
+def evaluate(
+    target: Path, episodes: int, greedy: bool, num_envs: int, seed: int, videos: int
+) -> np.ndarray:
+    """Print the mean return of every agent over ``episodes`` episodes; returns them all."""
     import marlgrid
 
     cfg, ckpt = load_run(target)
     payload = load_checkpoint(ckpt)
-    vec = marlgrid.make_vec(cfg.env.id, min(num_envs, episodes), **cfg.env.settings)
-    roles = resolve_roles(cfg, vec.possible_agents)
-    groups, scripted = build_groups(cfg, vec, roles)
+    vec = marlgrid.make_vec(cfg.env.id, 1, **cfg.env.settings)
+    configs = learner_configs(cfg)
+    roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
+    groups, scripted = build_groups(roles, vec, configs, cfg.seed)
     for g in groups:
-        if g.train:
+        if g.train:  # a trained learner: its weights come from the checkpoint
             g.learner.load_state_dict(payload["learners"][g.name])
             g.train = False
-        g.deterministic = g.deterministic or greedy
-    rollout = MultiAgentRollout(vec, groups, scripted, seed=seed)
-    returns = np.zeros((0, vec.num_agents))
-    while len(returns) < episodes:
-        rollout.collect(16)
-        returns = np.concatenate([returns, rollout.pop_returns()])
-    returns = returns[:episodes]
+        g.explore = g.explore and not greedy
+    returns = evaluate_groups(
+        cfg.env.id, dict(cfg.env.settings), groups, scripted, episodes, seed, num_envs,
+        explore=None,
+    )  # fmt: skip
     print(f"{ckpt} on {cfg.env.id}: {episodes} episodes, {'greedy' if greedy else 'sampled'}")
     for k, agent in enumerate(vec.possible_agents):
         mean, half = mean_ci(returns[:, k])
         print(f"  {agent} ({roles[agent].kind}): mean return {mean:.3f} +/- {half:.3f} (95% CI)")
     for i in range(videos):
         path = ckpt.parent.parent / "videos" / f"eval_{ckpt.stem}_{i}.mp4"
-        print(f"  video: {record_video(cfg, groups, scripted, path, seed=seed + i)}")
+        video = record_groups_video(
+            cfg.env.id, dict(cfg.env.settings), groups, scripted, path, seed + i
+        )
+        print(f"  video: {video}")
     return returns
+
+
+def _int_at_least(low: int):
+    """An argparse type: an integer >= ``low`` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="run directory or checkpoint file")
-    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--episodes", type=_int_at_least(1), default=100)
     parser.add_argument("--greedy", action="store_true", help="learners take the likeliest action")
-    parser.add_argument("--num-envs", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--videos", type=int, default=0, help="also record this many episodes")
+    parser.add_argument("--num-envs", type=_int_at_least(1), default=16)
+    parser.add_argument("--seed", type=_int_at_least(0), default=12345)
+    parser.add_argument(
+        "--videos", type=_int_at_least(0), default=0, help="also record this many episodes"
+    )
     args = parser.parse_args(argv)
     evaluate(args.target, args.episodes, args.greedy, args.num_envs, args.seed, args.videos)
 

@@ -3,41 +3,115 @@
     python experiments/train.py                                 # the default experiment
     python experiments/train.py agent=ppo_gru env=goal_cycle_13x13 seed=3
     python experiments/train.py agent=drqn                      # recurrent DQN instead of PPO
-    python experiments/train.py -m seed=0,1 hydra/launcher=joblib    # a sweep
+    python experiments/train.py env.settings.penalty=0.5        # any env setting, no '+' needed
+    python experiments/train.py -m agent.lr=0.001,0.0003 hydra/launcher=joblib    # a sweep
 
-The run directory (``runs/<name>/seed_<seed>`` by default) holds the composed config
-(``.hydra/``), ``metrics.csv``, TensorBoard events, checkpoints and videos. Running the same
-command again resumes from the newest checkpoint.
+Run directories are named by the overrides that define the run, then the seed:
+``runs/<name>/seed_<seed>`` for the default run, ``runs/<name>/<overrides>/seed_<seed>`` otherwise
+(e.g. ``runs/default/agent=ppo_gru,env=goal_cycle_13x13/seed_3``), and
+``runs/multirun/<name>/<overrides>/seed_<seed>`` for sweep jobs. Overrides that do not change
+what is trained (``resume``, ``extend``, ``logger.*``, ``torch_threads``, ``checkpoint_every``,
+``keep_checkpoints``, ``video``, ``video_every``, ``eval_every``, ``eval_episodes``) are left out
+of the name. A run directory holds the composed config (``.hydra/``), ``metrics.csv``,
+TensorBoard events, checkpoints, videos and ``train.log``.
+
+Running the same command again resumes from the newest checkpoint, or says the run is complete;
+``total_timesteps=N extend=true hydra.run.dir=<run dir>`` trains a run on to ``N`` steps. Every
+setting is checked before a folder is made; a run directory is locked while a process trains in
+it. SIGINT (Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is written, and the
+exit code is 130 or 143.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from marlgrid.agents.callbacks import Callback
+from marlgrid.agents.checkpoint import CheckpointError
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
-from marlgrid.agents.trainer import TrainConfig, train
+from marlgrid.agents.run_dir import RunLockedError, StopRequest, job_subdir, remove_fresh_dirs
+from marlgrid.agents.trainer import Interrupted, TrainConfig, Trainer
+from marlgrid.config import ConfigError
+
+#: when this process (or the sweep that launched it) started: folders made later are "fresh"
+STARTED_ENV = "MARLGRID_TRAIN_STARTED"
+STARTED = float(os.environ.setdefault(STARTED_ENV, repr(time.time() - 1.0)))
 
 load_builtin_learners()
 store = ConfigStore.instance()
-store.store(name="train_schema", node=TrainConfig)
+schema = OmegaConf.structured(TrainConfig)
+for open_key in ("env.settings",):  # free-form dicts: plain `env.settings.penalty=0.5` adds a key
+    OmegaConf.set_struct(OmegaConf.select(schema, open_key), False)
+store.store(name="train_schema", node=schema)
 for algo, spec in LEARNERS.items():  # one schema per algorithm: agent=<preset> is checked by it
     store.store(group="agent", name=f"{algo}_schema", node=spec.config)
+if not OmegaConf.has_resolver("run_subdir"):
+    OmegaConf.register_new_resolver("run_subdir", job_subdir)
+
+
+class SaveHydraConfig(Callback):
+    """Writes ``.hydra/{config,hydra,overrides}.yaml`` once the run has been accepted (locked,
+    resumable), so a refused start never rewrites another run's record."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+
+    def on_training_start(self, trainer: Trainer) -> None:
+        out = trainer.run_dir / ".hydra"
+        out.mkdir(parents=True, exist_ok=True)
+        hydra_cfg = HydraConfig.instance().cfg
+        files = {
+            "config.yaml": self.cfg,
+            "hydra.yaml": hydra_cfg,
+            "overrides.yaml": OmegaConf.create(list(HydraConfig.get().overrides.task)),
+        }
+        for name, node in files.items():
+            (out / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
+
+
+def _fail(message: str) -> None:
+    """A clear one-line error: exit 1 in a single run; raise in a sweep (Hydra reports it)."""
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise ConfigError(message)
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float:
-    config: TrainConfig = OmegaConf.to_object(cfg)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        metrics = train(config, run_dir)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    top = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else os.getcwd()
+    stop = StopRequest()
+    with stop:
+        try:
+            config: TrainConfig = OmegaConf.to_object(cfg)
+            trainer = Trainer(config, run_dir, callbacks=[SaveHydraConfig(cfg)], stop=stop)
+        except BaseException as exc:
+            # Nothing was written: remove the folders Hydra made for this job (empty ones only).
+            remove_fresh_dirs(run_dir, STARTED, top)
+            if isinstance(exc, ConfigError | CheckpointError):
+                _fail(str(exc))
+            if isinstance(exc, KeyboardInterrupt):
+                sys.exit(stop.exit_code)
+            raise
+        try:
+            metrics = trainer.run()
+        except Interrupted as exc:
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(stop.exit_code)
+        except (RunLockedError, CheckpointError, ConfigError) as exc:
+            _fail(str(exc))
     return float(metrics.get("charts/episodic_return", float("nan")))
 
 

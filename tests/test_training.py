@@ -31,12 +31,17 @@ from marlgrid.agents.trainer import TrainConfig, train  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = [sys.executable, str(ROOT / "experiments" / "train.py")]
 TINY = ["run=smoke", "env.num_envs=4", "agent.num_steps=16", "logger.progress=false"]
+#: the run directory name TINY gives inside a sweep (logger.* and seed are not part of it)
+TINY_DIR = "agent.num_steps=16,env.num_envs=4,run=smoke"
 
 
-def _run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _run(args: list[str], cwd: Path = ROOT, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
-        TRAIN + args, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, **kwargs
+        TRAIN + args, capture_output=True, text=True, env=_env(), cwd=cwd, timeout=300, **kwargs
     )
 
 
@@ -57,17 +62,34 @@ def test_default_config_composes_and_converts():
     config = OmegaConf.to_object(cfg)
     assert isinstance(config, TrainConfig)
     assert config.env.id == "MarlGrid-GoalCycle-7x7-v0"
-    assert config.agent.memory == "lstm" and config.agent.refresh_interval == 2
+    assert config.agent.network.memory == "lstm" and config.agent.refresh_interval == 2
     gru = OmegaConf.to_object(_compose(["agent=ppo_gru", "seed=3"]))
-    assert gru.agent.memory == "gru" and gru.seed == 3
+    assert gru.agent.network.memory == "gru" and gru.seed == 3
 
 
 @pytest.mark.parametrize(
-    "override", ["agent.lrr=0.1", "env.num_env=3", "logger.csv=maybe", "roles.agent_0.kindd=x"]
+    "override",
+    [
+        "agent.lrr=0.1",
+        "env.num_env=3",
+        "logger.csv=maybe",
+        "roles.agent_0.kindd=x",
+        "agent.total_timesteps=5",  # one source of truth: total_timesteps is a TrainConfig key
+        "agent.seed=1",
+    ],
 )
 def test_typos_fail_at_compose_time(override):
     with pytest.raises((ConfigCompositionException, ValidationError)):
         _compose([override])
+
+
+def test_env_settings_take_new_keys_without_plus():
+    config = OmegaConf.to_object(
+        _compose(["env=goal_cycle_13x13", "env.settings.penalty=0.5", "env.settings.max_steps=9"])
+    )
+    assert config.env.settings == {"penalty": 0.5, "max_steps": 9}
+    with pytest.raises(ConfigCompositionException):
+        _compose(["env.settingz.penalty=0.5"])  # the env group itself stays closed
 
 
 def test_smoke_run_writes_config_metrics_checkpoints_and_video(tmp_path):
@@ -81,11 +103,16 @@ def test_smoke_run_writes_config_metrics_checkpoints_and_video(tmp_path):
     assert int(rows[-1]["step"]) == 2048
     assert list_checkpoints(run_dir / "checkpoints")
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    log = (run_dir / "train.log").read_text()  # the run's messages, not an empty file
+    assert "training default in" in log and "ckpt_000000032.pt (update 32, step 2048)" in log
+    assert "run complete at update 32 (step 2048)" in log
     pytest.importorskip("imageio_ffmpeg")
     video = run_dir / "videos" / "final.mp4"
     assert video.exists() and video.stat().st_size > 1000
+    assert f"video: {video}" in log
 
 
+@pytest.mark.slow
 def test_multirun_over_two_seeds_with_joblib(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep = tmp_path / "sweep"
@@ -101,7 +128,8 @@ def test_multirun_over_two_seeds_with_joblib(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     for seed in (0, 1):
-        assert list_checkpoints(sweep / f"seed_{seed}" / "checkpoints"), f"seed {seed} missing"
+        run_dir = sweep / TINY_DIR / f"seed_{seed}"
+        assert list_checkpoints(run_dir / "checkpoints"), f"seed {seed} missing"
 
 
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
@@ -115,10 +143,10 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
         "logger.progress=false",
         f"hydra.run.dir={run_dir}",
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        TRAIN + args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+        TRAIN + args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
     deadline = time.time() + 240
     while time.time() < deadline and len(list_checkpoints(run_dir / "checkpoints")) < 2:
         time.sleep(0.2)
@@ -129,17 +157,24 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     saved = load_checkpoint(found[-1])
     step_at_kill = saved["global_step"]
     assert 0 < step_at_kill < 40960
-    out = _run(args[:1] + [f"total_timesteps={step_at_kill + 128}"] + args[2:])
+    # A different total needs extend=true (see tests/test_run_safety.py).
+    out = _run(args[:1] + [f"total_timesteps={step_at_kill + 128}", "extend=true"] + args[2:])
     assert out.returncode == 0, out.stderr[-2000:]
-    assert f"at update {saved['update']} (step {step_at_kill})" in out.stdout
+    assert f"took over the lock of process {proc.pid}" in out.stdout
+    assert (
+        f"at update {saved['update']} of {saved['update'] + 2} (step {step_at_kill})" in out.stdout
+    )
     steps = [int(r["step"]) for r in _rows(run_dir)]
     # One row per update, in order, as if the run had never been killed.
     assert steps == list(range(64, step_at_kill + 129, 64))
 
 
 def _tiny_config(**overrides) -> TrainConfig:
+    from marlgrid.agents.ppo import PPOConfig
+
     cfg = TrainConfig(total_timesteps=256, checkpoint_every=1, video=False)
-    cfg.env.num_envs, cfg.agent.num_steps = 4, 16
+    cfg.agent = PPOConfig(num_steps=16)
+    cfg.env.num_envs = 4
     cfg.logger.progress, cfg.logger.tensorboard = False, False
     for key, value in overrides.items():
         setattr(cfg, key, value)
@@ -158,15 +193,15 @@ def test_resume_restores_counters_and_optimizer_state(tmp_path, monkeypatch):
     seen = {}
     original = PPO.update
 
-    def spy(self, buffer, progress=0.0):
+    def spy(self, progress=0.0, buffer=None):
         if not seen:
             seen["opt"] = copy.deepcopy(self.optimizer.state_dict())
             seen["updates"] = self.num_updates
             seen["progress"] = progress
-        return original(self, buffer, progress)
+        return original(self, progress, buffer)
 
     monkeypatch.setattr(PPO, "update", spy)
-    train(_tiny_config(total_timesteps=384), tmp_path)
+    train(_tiny_config(total_timesteps=384, extend=True), tmp_path)
     assert seen["updates"] == last["learners"]["main"]["num_updates"]
     assert seen["progress"] == pytest.approx(4 / 6)
     for key, state in saved_opt["state"].items():
@@ -182,16 +217,20 @@ def test_corrupt_checkpoint_gives_a_clear_error_and_leaves_others(tmp_path):
     before = {p: p.read_bytes() for p in files[:-1]}
     files[-1].write_bytes(files[-1].read_bytes()[:1000])  # a truncated file
     with pytest.raises(CheckpointError, match=r"cannot be read .* truncated or corrupt"):
-        train(_tiny_config(total_timesteps=512), tmp_path)
+        train(_tiny_config(), tmp_path)
     assert {p: p.read_bytes() for p in files[:-1]} == before
 
 
 def test_checkpoint_from_another_config_is_refused(tmp_path):
     train(_tiny_config(), tmp_path)
-    other = _tiny_config(total_timesteps=512)
-    other.agent.hidden_size = 64
-    with pytest.raises(CheckpointError, match=r"agent.hidden_size is 128 there but 64 now"):
+    other = _tiny_config()
+    other.agent.network.hidden_size = 64
+    with pytest.raises(
+        CheckpointError, match=r"learners.main.network.hidden_size is 128 there but 64 now"
+    ):
         train(other, tmp_path)
+    with pytest.raises(CheckpointError, match=r"seed is 0 there but 5 now"):
+        train(_tiny_config(seed=5), tmp_path)
     assert len(list_checkpoints(tmp_path / "checkpoints")) == 3
 
 
@@ -202,7 +241,7 @@ def test_checkpoint_of_another_format_is_refused(tmp_path):
     payload["format"] = 1
     old = tmp_path / "old.pt"
     torch.save(payload, old)
-    with pytest.raises(CheckpointError, match=r"has format 1; .* reads format 2 only"):
+    with pytest.raises(CheckpointError, match=r"has format 1; .* reads format 3 only"):
         load_checkpoint(old)
     torch.save({"net": {}}, old)
     with pytest.raises(CheckpointError, match=r"is not a marlgrid checkpoint"):
@@ -227,6 +266,7 @@ def test_evaluate_prints_mean_return_with_ci(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "8 episodes" in out.stdout and "(95% CI)" in out.stdout
+    assert "agent_0 (learner): mean return" in out.stdout
 
 
 def test_env_reset_ends_idle_slots_too():
@@ -238,9 +278,8 @@ def test_env_reset_ends_idle_slots_too():
     from marlgrid.agents.rollout import PolicyGroup
 
     space = spaces.Box(0, 1, (3,), np.float32)
-    learner = PPO(space, spaces.Discrete(3), PPOConfig(num_steps=1))
+    learner = PPO(space, spaces.Discrete(3), PPOConfig(num_steps=1, chunk_len=1))
     group = PolicyGroup("main", learner, ["agent_0", "agent_1"])
-    group.buffer = learner.new_buffer(2)
     obs = {a: np.zeros((1, 3), np.float32) for a in group.agents}
     group.begin(obs, 1, active=np.array([[False, True]]))  # agent_0 finished earlier
     group.act()
@@ -248,10 +287,11 @@ def test_env_reset_ends_idle_slots_too():
     # agent_0 terminated earlier (idle, no flag now); agent_1 is truncated as the env resets.
     term, trunc = np.array([[False, False]]), np.array([[False, True]])
     group.record(obs, np.zeros((1, 2), np.float32), term, trunc, infos, [0, 1])
-    assert group.starts.tolist() == [True, True]
-    assert group.buffer.terminations[0].tolist() == [True, False]
-    assert group.buffer.truncations[0].tolist() == [False, True]
-    assert group.buffer.valid[0].tolist() == [False, True]  # the idle step is not learned from
+    buffer = learner.buffer
+    assert group.resets.tolist() == [True, True]
+    assert buffer.terminations[0].tolist() == [True, False]
+    assert buffer.truncations[0].tolist() == [False, True]
+    assert buffer.valid[0].tolist() == [False, True]  # the idle step is not learned from
     assert group.active.tolist() == [True, True]  # both in play in the new episode
 
 
@@ -274,9 +314,9 @@ def test_interrupt_inside_an_update_keeps_the_last_checkpoint(tmp_path, monkeypa
 
     original, calls = PPO.update, []
 
-    def interrupted(self, buffer, progress=0.0):
+    def interrupted(self, progress=0.0, buffer=None):
         calls.append(progress)
-        out = original(self, buffer, progress)
+        out = original(self, progress, buffer)
         if len(calls) == 2:
             raise KeyboardInterrupt  # after the optimizer steps of the second update
         return out

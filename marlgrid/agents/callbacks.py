@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from marlgrid.config import check_int
+
 if TYPE_CHECKING:
     from marlgrid.agents.trainer import Trainer
 
@@ -59,10 +61,10 @@ class CallbackList(Callback):
 
 
 class CheckpointCallback(Callback):
-    """Writes a checkpoint every ``every`` iterations and at the end of training."""
+    """Writes a checkpoint every ``every`` (>= 1) iterations and at the end of training."""
 
     def __init__(self, every: int) -> None:
-        self.every = every
+        self.every = check_int("checkpoint_every", every, low=1)
 
     def on_update_end(self, trainer: Trainer, metrics: dict[str, float]) -> bool:
         if trainer.iteration % self.every == 0 or trainer.finished:
@@ -93,9 +95,9 @@ class VideoCallback(Callback):
         try:
             path = record_video(trainer, trainer.run_dir / "videos" / name, seed=trainer.cfg.seed)
         except ImportError as exc:  # the video extra is missing
-            print(f"no video written ({exc}); pip install 'marlgrid[video]'", flush=True)
+            trainer.say(f"no video written ({exc}); pip install 'marlgrid[video]'")
             return None
-        print(f"video: {path}", flush=True)
+        trainer.say(f"video: {path}")
         return path
 
 

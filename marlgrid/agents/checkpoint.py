@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import tempfile
 from pathlib import Path
@@ -25,12 +26,17 @@ def checkpoint_path(directory: Path, update: int) -> Path:
     return Path(directory) / f"ckpt_{update:09d}.pt"
 
 
-def save_checkpoint(directory: Path, update: int, payload: dict[str, Any], keep: int = 3) -> Path:
-    """Write ``payload`` as ``ckpt_<update>.pt`` atomically; keep the newest ``keep`` files.
+def save_checkpoint(
+    directory: Path, update: int, payload: dict[str, Any], keep: int | None = 3
+) -> Path:
+    """Write ``payload`` as ``ckpt_<update>.pt`` atomically; keep the newest ``keep`` (>= 1)
+    files, or all with ``keep=None``. The file just written and the newest are never removed.
 
     The file is written to a temporary name in the same folder, flushed to disk, then renamed,
     so a crash leaves either the old set of checkpoints or the new one, never a partial file.
     """
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ValueError(f"keep must be an integer >= 1 or None (keep all), got {keep!r}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     target = checkpoint_path(directory, update)
@@ -44,8 +50,10 @@ def save_checkpoint(directory: Path, update: int, payload: dict[str, Any], keep:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    for old in list_checkpoints(directory)[:-keep]:
-        old.unlink(missing_ok=True)
+    if keep is not None:
+        for old in list_checkpoints(directory)[:-keep]:
+            if old != target:
+                old.unlink(missing_ok=True)
     return target
 
 
@@ -67,12 +75,18 @@ def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -
     path = Path(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        refused = _refused_object(str(exc))
+        if refused is not None:
+            raise CheckpointError(
+                f"checkpoint {path} was refused: it holds a Python object that is not plain "
+                f"data ({refused}), so loading it could run code. marlgrid only loads tensors "
+                "and plain containers, and never writes such objects: this file was not "
+                "written by marlgrid or was altered. Do not load it"
+            ) from None
+        raise _unreadable(path, f"UnpicklingError: {_without_hint(str(exc))}") from None
     except Exception as exc:
-        raise CheckpointError(
-            f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc}); it may be "
-            "truncated or corrupt. Other checkpoints in its folder are untouched: remove this "
-            "one to resume from the previous one"
-        ) from exc
+        raise _unreadable(path, f"{type(exc).__name__}: {_without_hint(str(exc))}") from exc
     if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path} is not a marlgrid checkpoint (format {FORMAT})")
     if payload["format"] != FORMAT:
@@ -91,6 +105,33 @@ def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -
                 "resume=false to start over"
             )
     return payload
+
+
+def _unreadable(path: Path, reason: str) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {path} cannot be read ({reason}); it may be truncated or corrupt. Other "
+        "checkpoints in its folder are untouched: remove this one to resume from the previous one"
+    )
+
+
+def _refused_object(message: str) -> str | None:
+    """What torch's weights-only unpickler refused (``GLOBAL posix.system``...), if it did."""
+    match = re.search(r"(?:unsupported|Unsupported global:)\s*(GLOBAL\s+[\w.<>]+)", message)
+    if match:
+        return match.group(1)
+    if "Weights only load failed" in message and "GLOBAL" in message:
+        return "an unsupported GLOBAL"
+    return None
+
+
+def _without_hint(message: str) -> str:
+    """``message`` without torch's advice to retry with ``weights_only=False``."""
+    kept = [
+        part.strip()
+        for part in message.split("\n\n")
+        if part.strip() and "weights_only" not in part and "torch.load" not in part
+    ]
+    return " ".join(kept) or "unreadable pickle data"
 
 
 def first_difference(saved: Any, now: Any, prefix: str = "") -> tuple[str, Any, Any] | None:

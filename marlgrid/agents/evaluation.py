@@ -16,9 +16,19 @@ if TYPE_CHECKING:
     from marlgrid.agents.trainer import Trainer
 
 
-def acting_copies(groups: list[PolicyGroup], explore: bool = False) -> list[PolicyGroup]:
-    """Groups that act with the same learners but never record (greedy unless ``explore``)."""
-    return [PolicyGroup(g.name, g.learner, g.agents, train=False, explore=explore) for g in groups]
+def acting_copies(groups: list[PolicyGroup], explore: bool | None = False) -> list[PolicyGroup]:
+    """Groups that act with the same learners but never record (greedy unless ``explore``;
+    ``explore=None`` keeps each group's own setting)."""
+    return [
+        PolicyGroup(
+            g.name,
+            g.learner,
+            g.agents,
+            train=False,
+            explore=g.explore if explore is None else explore,
+        )
+        for g in groups
+    ]
 
 
 def evaluate_groups(
@@ -29,9 +39,10 @@ def evaluate_groups(
     episodes: int,
     seed: int,
     num_envs: int = 16,
-    explore: bool = False,
+    explore: bool | None = False,
 ) -> np.ndarray:
-    """Returns ``(episodes, K)`` of ``episodes`` episodes on fresh envs seeded from ``seed``."""
+    """Returns ``(episodes, K)`` of ``episodes`` episodes on fresh envs seeded from ``seed``
+    (greedy unless ``explore``; ``None`` keeps each group's own setting)."""
     vec = marlgrid.make_vec(env_id, min(num_envs, episodes), **settings)
     rollout = MultiAgentRollout(vec, acting_copies(groups, explore), scripted, seed=seed)
     returns = np.zeros((0, vec.num_agents))
@@ -77,20 +88,35 @@ class GroupPolicy:
 
 def record_video(trainer: Trainer, path: Path, seed: int) -> Path | None:
     """Play one greedy episode of the trainer's groups and scripted policies; write a video."""
+    cfg = trainer.cfg
+    return record_groups_video(
+        cfg.env.id, dict(cfg.env.settings), trainer.groups, trainer.scripted, path, seed
+    )
+
+
+def record_groups_video(
+    env_id: str,
+    settings: dict[str, Any],
+    groups: list[PolicyGroup],
+    scripted: dict[str, Any],
+    path: Path,
+    seed: int,
+) -> Path:
+    """Play one greedy episode of ``groups`` and ``scripted`` policies in a fresh ``env_id``
+    env seeded with ``seed``; write it as a video to ``path``."""
     from marlgrid.policies import act as scripted_act
     from marlgrid.video import VideoFile
 
-    cfg = trainer.cfg
-    env = marlgrid.make(cfg.env.id, render_mode="rgb_array", **cfg.env.settings)
+    env = marlgrid.make(env_id, render_mode="rgb_array", **settings)
     obs, _ = env.reset(seed=seed)
-    players = GroupPolicy(trainer.groups, env)
+    players = GroupPolicy(groups, env)
     players.reset(obs)
     ended: dict[str, bool] = {}
     with VideoFile(path, fps=env.metadata["render_fps"]) as video:
         video.add_frame(env.render())
         while env.agents:
             actions = players.actions(obs, ended)
-            for agent, policy in trainer.scripted.items():
+            for agent, policy in scripted.items():
                 actions[agent] = scripted_act(policy, env, agent)
             obs, _, terms, truncs, _ = env.step({a: actions[a] for a in env.agents})
             video.add_frame(env.render())

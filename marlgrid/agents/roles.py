@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torch import Tensor
+
 from marlgrid.agents.checkpoint import CheckpointError, load_checkpoint
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
 from marlgrid.agents.rollout import PolicyGroup
@@ -92,11 +94,38 @@ def load_frozen(path: str | Path, name: str, observation_space: Any, action_spac
     try:
         learner.load_state_dict(state)
     except (RuntimeError, KeyError, ValueError) as exc:
+        found = _tensor_difference(state, learner.state_dict())
+        detail = found or str(exc).splitlines()[0]
+        env = payload.get("identity", {}).get("env", {})
+        trained = f" (it was trained on {env.get('id')} with settings {env.get('settings')})"
         raise CheckpointError(
             f"learner {name!r} of {path} does not fit this env's agent (observation "
-            f"{observation_space}, actions {action_space}): {str(exc).splitlines()[0]}"
+            f"{observation_space}, actions {action_space}): {detail}"
+            f"{trained if env else ''}"
         ) from exc
     return learner
+
+
+def _tensor_difference(saved: Any, built: Any, prefix: str = "") -> str | None:
+    """The first tensor whose shape differs (or that one side lacks), by its dotted name."""
+    if isinstance(saved, Mapping) and isinstance(built, Mapping):
+        for key in list(built) + [k for k in saved if k not in built]:
+            where = f"{prefix}{key}"
+            if key not in saved or key not in built:
+                if isinstance(saved.get(key, built.get(key)), Tensor):
+                    side = "this env's network" if key not in saved else "the checkpoint"
+                    return f"tensor {where} is only in {side}"
+                continue
+            diff = _tensor_difference(saved[key], built[key], f"{where}.")
+            if diff is not None:
+                return diff
+        return None
+    if isinstance(saved, Tensor) and isinstance(built, Tensor) and saved.shape != built.shape:
+        return (
+            f"{prefix.rstrip('.')} has shape {list(saved.shape)} in the checkpoint but "
+            f"{list(built.shape)} for this env"
+        )
+    return None
 
 
 def _learner_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> PolicyGroup:

@@ -3,20 +3,40 @@
 The configuration is plain dataclasses (:class:`TrainConfig`); ``experiments/train.py`` composes
 it with Hydra, which never enters the core package. The :class:`Trainer` knows no algorithm: it
 steps the rollout loop, lets every learner update when it says it is ready, logs, and calls its
-callbacks (checkpoints, videos, evaluation are callbacks). A run directory holds ``metrics.csv``,
-``tensorboard/`` events, ``checkpoints/`` and ``videos/``; running the same command again resumes
-from the newest checkpoint.
+callbacks (checkpoints, videos, evaluation are callbacks).
+
+A run directory holds ``metrics.csv``, ``tensorboard/`` events, ``checkpoints/``, ``videos/`` and
+``train.log`` (the run's messages). Safety rules:
+
+- **Checked first.** Every setting is checked when the trainer is built, before anything is
+  written: :meth:`TrainConfig.validate`, then each learner config's own ``validate(key,
+  num_slots)`` (see :class:`ValidatingConfig`; every registered algorithm provides one), the env
+  (built once), the roles and frozen checkpoints. A bad value raises
+  :class:`~marlgrid.config.ConfigError` naming the key, the value and what is allowed.
+- **One process per directory.** :meth:`Trainer.run` holds a
+  :class:`~marlgrid.agents.run_dir.RunLock` on the run directory.
+- **Resume continues the same run only.** The newest checkpoint must come from the same settings
+  (:func:`identity`) and the same ``total_timesteps``; a larger (or smaller) total needs
+  ``extend=true`` (schedules then stretch to the new total). A complete run says so and does
+  nothing.
+- **Signals checkpoint.** On SIGINT or SIGTERM the current iteration (``iteration_steps`` env
+  steps and the updates they trigger, about a second by default) finishes, a checkpoint of that
+  iteration is written, and :class:`Interrupted` is raised (``experiments/train.py`` exits 130 or
+  143). A second signal stops at once; the newest checkpoint stays.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -29,14 +49,33 @@ from marlgrid.agents.callbacks import (
     EvalCallback,
     VideoCallback,
 )
-from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
-from marlgrid.agents.learner import config_from_dict
+from marlgrid.agents.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
+from marlgrid.agents.learner import LEARNERS, config_from_dict, load_builtin_learners
 from marlgrid.agents.logger import Logger
 from marlgrid.agents.ppo import PPOConfig
 from marlgrid.agents.roles import MAIN, RoleConfig, as_role, build_groups, resolve_roles
 from marlgrid.agents.rollout import MultiAgentRollout, episode_metrics
+from marlgrid.agents.run_dir import RunLock, StopRequest
+from marlgrid.config import ConfigError, check_bool, check_int
 
-__all__ = ["EnvConfig", "LoggerConfig", "RoleConfig", "TrainConfig", "Trainer", "train"]
+__all__ = [
+    "EnvConfig",
+    "Interrupted",
+    "LoggerConfig",
+    "RoleConfig",
+    "TrainConfig",
+    "Trainer",
+    "ValidatingConfig",
+    "train",
+]
+
+#: largest seed (derived seeds such as ``seed * 100_003 + iteration`` stay within 64 bits)
+MAX_SEED = 2**32 - 1
 
 
 @dataclass
@@ -63,31 +102,113 @@ class TrainConfig:
     """A whole training run."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
-    agent: Any = field(default_factory=PPOConfig)  # the 'main' learner's config (any algorithm)
+    agent: Any = None  # the 'main' learner's config (any algorithm; None: PPOConfig())
     learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
     roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     name: str = "default"  # run name (part of the run directory)
-    seed: int = 0  # seeds networks, sampling and environments
+    seed: int = 0  # seeds networks, sampling and environments (0 .. 2**32 - 1)
     total_timesteps: int = 200_000  # env steps summed over the batch (each is one step per agent)
     iteration_steps: int | None = None  # env steps per env between logs; None: agent.num_steps
-    checkpoint_every: int = 10  # iterations between checkpoints (also at the end and on Ctrl-C)
-    keep_checkpoints: int = 3  # newest checkpoints kept
+    checkpoint_every: int = 10  # iterations between checkpoints (also at the end and on signals)
+    keep_checkpoints: int | None = 3  # newest checkpoints kept (>= 1); None (null): keep all
     eval_every: int = 0  # iterations between greedy evaluations on fresh envs (0: never)
     eval_episodes: int = 10  # episodes per evaluation
     video: bool = True  # record a greedy episode at the end (needs the video extra)
     video_every: int = 0  # also record every N iterations (0: only at the end)
     resume: bool = True  # continue from the newest checkpoint in the run directory if any
+    extend: bool = False  # resume even if total_timesteps differs from the run's (train on to it)
     torch_threads: int = 1  # torch CPU threads
+
+    def validate(self) -> None:
+        """Check every field that needs no env; :class:`ConfigError` names the first bad one."""
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"name must be a non-empty string, got {self.name!r}")
+        check_int("seed", self.seed, low=0, high=MAX_SEED)
+        check_int("total_timesteps", self.total_timesteps, low=1)
+        if self.iteration_steps is not None:
+            check_int("iteration_steps", self.iteration_steps, low=1)
+        check_int("checkpoint_every", self.checkpoint_every, low=1)
+        if self.keep_checkpoints is not None:
+            try:
+                check_int("keep_checkpoints", self.keep_checkpoints, low=1)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (null keeps every checkpoint)") from None
+        check_int("eval_every", self.eval_every, low=0)
+        check_int("eval_episodes", self.eval_episodes, low=1)
+        check_int("video_every", self.video_every, low=0)
+        check_int("torch_threads", self.torch_threads, low=1)
+        for key in ("video", "resume", "extend"):
+            check_bool(key, getattr(self, key))
+        for key in ("csv", "tensorboard", "progress"):
+            check_bool(f"logger.{key}", getattr(self.logger, key))
+        check_int("logger.print_every", self.logger.print_every, low=0)
+        if not isinstance(self.env.id, str):
+            raise ConfigError(f"env.id must be a registered env id, got {self.env.id!r}")
+        check_int("env.num_envs", self.env.num_envs, low=1)
+        for key in ("settings", "learners", "roles"):
+            value = self.env.settings if key == "settings" else getattr(self, key)
+            if not isinstance(value, Mapping):
+                name = "env.settings" if key == "settings" else key
+                raise ConfigError(f"{name} must be a mapping, got {value!r}")
+
+
+class ValidatingConfig(Protocol):
+    """What the trainer asks of a learner config (each registered algorithm's dataclass).
+
+    ``validate(key, num_slots)`` raises :class:`~marlgrid.config.ConfigError` naming
+    ``<key>.<field>`` for a bad value; ``num_slots`` (env copies times agents the learner drives,
+    ``None`` when no agent uses it) allows the checks that depend on the batch.
+    """
+
+    algo: str
+
+    def validate(self, key: str, num_slots: int | None = None) -> None: ...
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped by SIGINT or SIGTERM after writing the checkpoint ``checkpoint``."""
+
+    def __init__(self, signum: int, checkpoint: Path | None, exit_code: int) -> None:
+        super().__init__(f"stopped by signal {signum}; checkpoint {checkpoint}")
+        self.signum, self.checkpoint, self.exit_code = signum, checkpoint, exit_code
+
+
+def _config_key(name: str) -> str:
+    return "agent" if name == MAIN else f"learners.{name}"
 
 
 def learner_configs(cfg: TrainConfig) -> dict[str, Any]:
     """Learner name -> config dataclass (``main`` is ``cfg.agent``; dict entries are rebuilt)."""
 
-    def typed(value: Any) -> Any:
-        return config_from_dict(value) if isinstance(value, Mapping) else value
+    def typed(name: str, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        try:
+            return config_from_dict(value)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{_config_key(name)}: {exc}") from None
 
-    return {MAIN: typed(cfg.agent), **{k: typed(v) for k, v in cfg.learners.items()}}
+    main = PPOConfig() if cfg.agent is None else typed(MAIN, cfg.agent)
+    return {MAIN: main, **{k: typed(k, v) for k, v in cfg.learners.items()}}
+
+
+def validate_learners(configs: Mapping[str, Any], slots: Mapping[str, int] | None = None) -> None:
+    """Each config's own ``validate(key, num_slots)``; its ``algo`` must be registered."""
+    load_builtin_learners()
+    for name, c in configs.items():
+        key = _config_key(name)
+        algo = getattr(c, "algo", None)
+        if algo not in LEARNERS:
+            raise ConfigError(f"{key}.algo must be one of {sorted(LEARNERS)}, got {algo!r}")
+        if not isinstance(c, LEARNERS[algo].config):
+            raise ConfigError(
+                f"{key} must be a {LEARNERS[algo].config.__name__} (algo {algo!r}), got "
+                f"{type(c).__name__}"
+            )
+        check = getattr(c, "validate", None)
+        if callable(check):
+            check(key, None if slots is None else slots.get(name))
 
 
 def iteration_steps(cfg: TrainConfig) -> int:
@@ -110,11 +231,16 @@ def identity(cfg: TrainConfig) -> dict[str, Any]:
         "learners": {k: strip(v) for k, v in sorted(learner_configs(cfg).items())},
         "roles": {k: dataclasses.asdict(as_role(v)) for k, v in sorted(cfg.roles.items())},
         "iteration_steps": iteration_steps(cfg),
+        "seed": cfg.seed,
     }
 
 
 class Trainer:
     """One training run in ``run_dir`` (see the module docstring).
+
+    Building it checks the whole configuration and builds the env, groups and callbacks; it
+    writes nothing. :meth:`run` trains. ``stop`` (default: a new one) turns SIGINT/SIGTERM into
+    a checkpoint and :class:`Interrupted`.
 
     Attributes callbacks may read: ``cfg``, ``run_dir``, ``vec``, ``groups``, ``scripted``,
     ``learners`` (training groups by name), ``iteration``, ``num_iterations``, ``global_step``,
@@ -122,14 +248,30 @@ class Trainer:
     """
 
     def __init__(
-        self, cfg: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = ()
+        self,
+        cfg: TrainConfig,
+        run_dir: str | Path,
+        callbacks: Sequence[Callback] = (),
+        stop: StopRequest | None = None,
     ) -> None:
-        self.cfg, self.run_dir = cfg, Path(run_dir)
-        torch.set_num_threads(cfg.torch_threads)
-        self.vec = marlgrid.make_vec(cfg.env.id, cfg.env.num_envs, **cfg.env.settings)
+        cfg.validate()
         configs = learner_configs(cfg)
+        validate_learners(configs)
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.stop = stop or StopRequest()
+        self.log = _run_logger()
+        torch.set_num_threads(cfg.torch_threads)
+        try:
+            self.vec = marlgrid.make_vec(cfg.env.id, cfg.env.num_envs, **cfg.env.settings)
+        except ConfigError as exc:
+            raise ConfigError(f"env {cfg.env.id!r}: {exc}") from None
         roles = resolve_roles(cfg.roles, self.vec.possible_agents, sorted(configs))
         self.roles = roles
+        drivers: dict[str, int] = {}
+        for role in roles.values():
+            if role.kind == "learner":
+                drivers[role.learner] = drivers.get(role.learner, 0) + 1
+        validate_learners(configs, {k: n * cfg.env.num_envs for k, n in drivers.items()})
         self.groups, self.scripted = build_groups(roles, self.vec, configs, cfg.seed)
         self.learners = {g.name: g for g in self.groups if g.train}
         agents = self.vec.possible_agents
@@ -139,6 +281,7 @@ class Trainer:
         self.num_iterations = max(1, math.ceil(cfg.total_timesteps / per_iteration))
         self.iteration = self.global_step = 0
         self.ckpt_dir = self.run_dir / "checkpoints"
+        self._saved_iteration: int | None = None  # iteration of the newest checkpoint on disk
         defaults: list[Callback] = [CheckpointCallback(cfg.checkpoint_every)]
         if cfg.eval_every:
             defaults.append(EvalCallback(cfg.eval_every, cfg.eval_episodes))
@@ -150,6 +293,11 @@ class Trainer:
     def finished(self) -> bool:
         return self.iteration >= self.num_iterations
 
+    def say(self, message: str) -> None:
+        """Print ``message`` and write it to ``train.log``."""
+        print(message, flush=True)
+        self.log.info(message.strip())
+
     # -- checkpoints -----------------------------------------------------------------------------
 
     def checkpoint(self) -> Path:
@@ -159,26 +307,50 @@ class Trainer:
             "learners": {name: g.learner.state_dict() for name, g in self.learners.items()},
             "update": self.iteration,
             "global_step": self.global_step,
+            "total_timesteps": self.cfg.total_timesteps,
             "torch_rng": torch.get_rng_state(),
         }
         keep = self.cfg.keep_checkpoints
-        return save_checkpoint(self.ckpt_dir, self.iteration, payload, keep=keep)
+        path = save_checkpoint(self.ckpt_dir, self.iteration, payload, keep=keep)
+        self._saved_iteration = self.iteration
+        self.log.info(f"checkpoint {path} (update {self.iteration}, step {self.global_step})")
+        return path
 
-    def _resume(self) -> None:
+    def _checkpoint_once(self) -> Path:
+        """A checkpoint of the current iteration, unless the newest one already is."""
+        if self._saved_iteration == self.iteration:
+            return self.ckpt_dir / f"ckpt_{self.iteration:09d}.pt"
+        return self.checkpoint()
+
+    def _resume(self) -> bool:
+        """Load the newest checkpoint if resuming; True when one was loaded."""
         existing = list_checkpoints(self.ckpt_dir)
         if self.cfg.resume and existing:
             payload = load_checkpoint(existing[-1], identity(self.cfg))
+            saved_total = payload.get("total_timesteps")
+            if saved_total is not None and saved_total != self.cfg.total_timesteps:
+                if not self.cfg.extend:
+                    raise CheckpointError(
+                        f"checkpoint {existing[-1]} belongs to a run of total_timesteps="
+                        f"{saved_total}, but total_timesteps is {self.cfg.total_timesteps} now. "
+                        "To train this run on to the new total, add extend=true (schedules "
+                        "such as the learning rate then stretch to it); to start over, "
+                        "resume=false or another run directory"
+                    )
+                self.say(
+                    f"extending the run from {saved_total} to {self.cfg.total_timesteps} steps"
+                )
             for name, state in payload["learners"].items():
                 self.learners[name].learner.load_state_dict(state)
             self.iteration, self.global_step = int(payload["update"]), int(payload["global_step"])
+            self._saved_iteration = self.iteration
             torch.set_rng_state(payload["torch_rng"])
-            print(
-                f"resumed from {existing[-1]} at update {self.iteration} (step {self.global_step})",
-                flush=True,
-            )
-        elif existing:
+            return True
+        if existing:
+            self.say(f"resume=false: removing {len(existing)} checkpoint(s) of the previous run")
             for old in existing:
                 old.unlink()
+        return False
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -212,9 +384,38 @@ class Trainer:
         return metrics
 
     def run(self) -> dict[str, float]:
-        """Train (resuming if possible) until ``total_timesteps``; returns the last metrics."""
+        """Train (resuming if possible) until ``total_timesteps``; returns the last metrics.
+
+        A complete run returns its last logged metrics and does nothing else.
+        """
+        with self.stop, RunLock(self.run_dir) as lock, self._log_file():
+            if lock.stale_pid is not None:
+                self.say(
+                    f"took over the lock of process {lock.stale_pid}, which ended without "
+                    f"releasing it (killed?); {self.run_dir} continues from its newest checkpoint"
+                )
+            try:
+                return self._run()
+            except Exception as exc:
+                self.log.error(f"failed: {type(exc).__name__}: {exc}")
+                raise
+
+    def _run(self) -> dict[str, float]:
         cfg = self.cfg
-        self._resume()
+        if self._resume():
+            where = f"update {self.iteration} of {self.num_iterations} (step {self.global_step})"
+            if self.finished:
+                self.say(
+                    f"run {self.run_dir} is complete: {where}; nothing to do (to train "
+                    "longer, rerun with a larger total_timesteps and extend=true)"
+                )
+                return _last_logged(self.run_dir)
+            self.say(f"resumed from {list_checkpoints(self.ckpt_dir)[-1]} at {where}")
+        else:
+            self.say(
+                f"training {cfg.name} in {self.run_dir}: {self.num_iterations} updates of "
+                f"{self.steps * cfg.env.num_envs} env steps"
+            )
         logger = Logger(
             self.run_dir, cfg.logger.csv, cfg.logger.tensorboard, cfg.logger.print_every,
             resume_step=self.global_step,  # drops rows logged past the checkpoint
@@ -227,9 +428,11 @@ class Trainer:
         t_start, steps_start = time.perf_counter(), self.global_step
         mid_iteration = False  # learners are past `iteration` while True: no checkpoint then
         completed = True
+        stop = self.stop
+        stop.deferring = True
         try:
             self.callbacks.on_training_start(self)
-            while not self.finished:
+            while not self.finished and not stop.requested:
                 mid_iteration = True
                 metrics = self._iterate()
                 mid_iteration = False
@@ -243,25 +446,81 @@ class Trainer:
                     if not completed:
                         self.checkpoint()
                     break
+            if stop.requested and stop.signum is not None:
+                path = self._checkpoint_once()
+                self.say(
+                    f"\n{stop.name} at update {self.iteration} (step {self.global_step}): "
+                    f"checkpoint {path} written; rerun the same command to resume"
+                )
+                raise Interrupted(stop.signum, path, stop.exit_code)
+        except Interrupted:
+            raise
         except KeyboardInterrupt:
-            if mid_iteration:  # the learners are part-way into the next iteration
-                print(f"\ninterrupted in update {self.iteration + 1}; the newest checkpoint stays")
+            if mid_iteration or stop.requested:  # part-way into an iteration, or a second signal
+                self.say(
+                    f"\ninterrupted in update {self.iteration + 1}; the newest checkpoint stays"
+                )
             else:
-                print(f"\ninterrupted: checkpoint written to {self.checkpoint()}", flush=True)
+                self.say(f"\ninterrupted: checkpoint written to {self._checkpoint_once()}")
             raise
         finally:
+            stop.deferring = False  # from here on a signal stops at once: all is saved
             if bar is not None:
                 bar.close()
             logger.close()
-        self.callbacks.on_training_end(self, completed)
+        try:
+            self.callbacks.on_training_end(self, completed)
+        except KeyboardInterrupt:
+            self.say(f"\ninterrupted after the last checkpoint (update {self.iteration})")
+            raise
+        state = "complete" if self.finished else "stopped by a callback"
+        self.say(f"run {state} at update {self.iteration} (step {self.global_step})")
         return metrics
+
+    @contextmanager
+    def _log_file(self) -> Iterator[None]:
+        """``train.log`` receives this run's messages while the block runs."""
+        handler = logging.FileHandler(self.run_dir / "train.log", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        self.log.addHandler(handler)
+        try:
+            yield
+        finally:
+            self.log.removeHandler(handler)
+            handler.close()
 
 
 def train(
-    cfg: TrainConfig, run_dir: str | Path, callbacks: Sequence[Callback] = ()
+    cfg: TrainConfig,
+    run_dir: str | Path,
+    callbacks: Sequence[Callback] = (),
+    stop: StopRequest | None = None,
 ) -> dict[str, float]:
     """Train as ``cfg`` says in ``run_dir`` (resuming there if possible); returns final metrics."""
-    return Trainer(cfg, run_dir, callbacks).run()
+    return Trainer(cfg, run_dir, callbacks, stop).run()
+
+
+def _run_logger() -> logging.Logger:
+    """A logger of its own per trainer (``train.log`` handlers never cross runs)."""
+    log = logging.Logger("marlgrid.train", logging.INFO)
+    log.propagate = False
+    return log
+
+
+def _last_logged(run_dir: Path) -> dict[str, float]:
+    """The last row of ``metrics.csv`` as floats (empty without one)."""
+    path = run_dir / "metrics.csv"
+    if not path.exists():
+        return {}
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    out: dict[str, float] = {}
+    for key, value in (rows[-1] if rows else {}).items():
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def _progress(cfg: TrainConfig, total: int, initial: int) -> Any:

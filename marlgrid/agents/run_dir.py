@@ -1,0 +1,217 @@
+"""Run directories: their names, a lock per directory, and stop requests from signals.
+
+- :func:`job_subdir` names a run's directory from the overrides that define it (Hydra's
+  ``hydra.job.override_dirname``) plus its seed, so every override set of a sweep gets its own.
+- :class:`RunLock` holds an exclusive ``fcntl.flock`` on ``<run_dir>/.lock`` while a process
+  trains there; a second process fails at once naming the holder's PID. The kernel drops the lock
+  when its holder dies, so a lock left by a killed process is taken over (and reported).
+- :class:`StopRequest` turns SIGINT and SIGTERM into a flag the trainer checks between env steps,
+  so that it can write a consistent checkpoint before exiting.
+- :func:`remove_fresh_dirs` removes the empty folders a failed start just created.
+
+Nothing here imports Hydra or torch.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = [
+    "LOCK_NAME",
+    "RunLock",
+    "RunLockedError",
+    "StopRequest",
+    "job_subdir",
+    "remove_fresh_dirs",
+]
+
+LOCK_NAME = ".lock"
+#: longest directory name made from overrides (bytes; file systems allow 255)
+MAX_NAME_BYTES = 200
+
+
+def job_subdir(override_dirname: str, seed: Any) -> str:
+    """``<overrides>/seed_<seed>`` (``seed_<seed>`` without overrides), one path level each.
+
+    ``/`` in override values is written ``%2F`` (``%`` as ``%25``), so an override never adds
+    levels; a name longer than :data:`MAX_NAME_BYTES` is cut and ends with a hash of the whole,
+    so distinct override sets always get distinct directories.
+    """
+    seed_dir = f"seed_{seed}"
+    if not override_dirname:
+        return seed_dir
+    name = override_dirname.replace("%", "%25").replace("/", "%2F")
+    if name in (".", ".."):
+        name = name.replace(".", "%2E")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+        head = name.encode()[: MAX_NAME_BYTES - 13].decode(errors="ignore")
+        name = f"{head}~{digest}"
+    return f"{name}/{seed_dir}"
+
+
+class RunLockedError(RuntimeError):
+    """The run directory is locked by another process that is still running."""
+
+
+#: locks this process holds: resolved directory -> [file descriptor, depth]
+_HELD: dict[Path, list[int]] = {}
+_HELD_GUARD = threading.Lock()
+
+
+class RunLock:
+    """An exclusive lock on a run directory while this process trains in it.
+
+    ``with RunLock(run_dir) as lock:`` creates ``run_dir`` if needed, takes ``flock`` on
+    ``run_dir/.lock`` without waiting (:class:`RunLockedError` names the holder's PID if another
+    process has it) and writes this PID into the file; leaving the block empties the file and
+    releases the lock. Re-entrant within one process. ``lock.stale_pid`` is the PID found in the
+    file of a holder that died without releasing it (killed), else ``None``. ``flock`` is local to
+    one machine: it does not guard a directory shared over NFS by several machines.
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_NAME
+        self.stale_pid: int | None = None
+        self._key: Path | None = None
+
+    def __enter__(self) -> RunLock:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        key = self.run_dir.resolve()
+        with _HELD_GUARD:
+            if key in _HELD:
+                _HELD[key][1] += 1
+                self._key = key
+                return self
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                holder = _read_pid(fd)
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                who = f"process {holder}" if holder else "another process"
+                raise RunLockedError(
+                    f"run directory {self.run_dir} is in use: {who} is training in it (lock file "
+                    f"{self.path}). Wait for it to finish or stop it, or train in another "
+                    "directory (another name=..., other overrides or hydra.run.dir=...)"
+                ) from None
+            self.stale_pid = _read_pid(fd)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            _HELD[key] = [fd, 1]
+            self._key = key
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        key, self._key = self._key, None
+        if key is None:
+            return
+        with _HELD_GUARD:
+            entry = _HELD[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _HELD[key]
+                os.ftruncate(entry[0], 0)  # a clean release leaves no PID behind
+                os.close(entry[0])  # closing releases the flock
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 64, 0).decode(errors="ignore").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+class StopRequest:
+    """SIGINT and SIGTERM as a request to stop at the next safe point.
+
+    Inside ``with stop:`` (main thread only; elsewhere signals keep their handlers) the first
+    signal sets :attr:`signum` and returns; the trainer sees :attr:`requested` between env steps,
+    finishes or abandons the iteration, checkpoints and raises. A second signal, or one while
+    :attr:`deferring` is false (nothing left to save), raises ``KeyboardInterrupt`` at once.
+    Re-entrant: nested blocks keep the outer handlers.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.deferring = True
+        self._depth = 0
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else "interrupt"
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for death by the signal: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    def __enter__(self) -> StopRequest:
+        if self._depth == 0 and threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        first = self.signum is None
+        if first:
+            self.signum = signum
+        if not first or not self.deferring:
+            raise KeyboardInterrupt
+
+
+def remove_fresh_dirs(path: str | Path, since: float, stop_at: str | Path) -> list[Path]:
+    """Remove the folders a failed start just made: ``path`` if it is an empty directory last
+    changed at or after ``since`` (a Unix time), then its parents below ``stop_at`` while they
+    are empty. A folder with anything in it, ``stop_at`` and folders outside it are never
+    removed; neither is ``path`` if it is older than ``since``. Returns the removed folders.
+    """
+    removed: list[Path] = []
+    path, stop = Path(path).absolute(), Path(stop_at).absolute()
+    try:
+        if not path.is_dir() or any(path.iterdir()) or path.stat().st_mtime < since:
+            return removed
+    except OSError:
+        return removed
+    while path != stop and (not removed or stop in path.parents):
+        try:
+            if any(path.iterdir()):
+                break
+            path.rmdir()
+        except OSError:
+            break
+        removed.append(path)
+        path = path.parent
+    return removed
