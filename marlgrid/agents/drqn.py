@@ -94,6 +94,12 @@ class DRQNConfig:
     checkpoint_replay: bool = True  # save the replay in state_dict (off: refilled on resume)
     device: str = "cpu"  # torch device
 
+    def validate(self, key: str = "agent", num_slots: int | None = None) -> None:
+        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value."""
+        from marlgrid.agents.config_checks import check_drqn_config
+
+        check_drqn_config(self, key, num_slots)
+
 
 def r2d2_config(**overrides: Any) -> DRQNConfig:
     """An R2D2-like :class:`DRQNConfig` (see the module docstring); ``overrides`` replace fields."""

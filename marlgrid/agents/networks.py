@@ -42,30 +42,11 @@ class NetworkConfig:
     image_mode: str = "auto"  # 'auto', 'symbolic', 'pixels' or 'onehot'
 
     def validate(self, key: str = "network") -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value."""
-        from collections.abc import Mapping, Sequence
+        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value
+        (:func:`~marlgrid.agents.config_checks.check_network_config`)."""
+        from marlgrid.agents.config_checks import check_network_config
 
-        from marlgrid.agents import memory
-        from marlgrid.config import ConfigError, check_choice, check_int
-
-        check_choice(f"{key}.memory", self.memory, tuple(memory.MEMORY_KINDS))
-        if not isinstance(self.memory_kwargs, Mapping):
-            raise ConfigError(f"{key}.memory_kwargs must be a mapping, got {self.memory_kwargs!r}")
-        check_int(f"{key}.hidden_size", self.hidden_size, low=1)
-        for name, length in (("trunk_sizes", None), ("head_sizes", None), ("conv_channels", None),
-                             ("symbolic_vocab", 3)):  # fmt: skip
-            sizes = getattr(self, name)
-            if isinstance(sizes, str) or not isinstance(sizes, Sequence):
-                raise ConfigError(f"{key}.{name} must be a list of integers, got {sizes!r}")
-            if length is not None and len(sizes) != length:
-                raise ConfigError(f"{key}.{name} must list {length} integers, got {sizes!r}")
-            for size in sizes:
-                check_int(f"{key}.{name} entry", size, low=1)
-        check_int(f"{key}.conv_kernel", self.conv_kernel, low=1)
-        check_int(f"{key}.conv_padding", self.conv_padding, low=0)
-        check_int(f"{key}.embed_dim", self.embed_dim, low=1)
-        check_int(f"{key}.tile_size", self.tile_size, low=1)
-        check_choice(f"{key}.image_mode", self.image_mode, ("auto", "symbolic", "pixels", "onehot"))
+        check_network_config(self, key)
 
 
 def _discrete_actions(action_space: spaces.Space) -> tuple[int, int]:

@@ -79,59 +79,11 @@ class PPOConfig:
     device: str = "cpu"  # torch device
 
     def validate(self, key: str = "agent", num_slots: int | None = None) -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value.
+        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value
+        (:func:`~marlgrid.agents.config_checks.check_ppo_config`)."""
+        from marlgrid.agents.config_checks import check_ppo_config
 
-        With ``num_slots`` (env copies times the agents this learner drives), also check that
-        each update has at least ``num_minibatches`` trajectory chunks.
-        """
-        from marlgrid.config import ConfigError, check_bool, check_float, check_int
-
-        if self.algo != "ppo":
-            raise ConfigError(f"{key}.algo must be 'ppo' for a PPOConfig, got {self.algo!r}")
-        if not isinstance(self.network, NetworkConfig):
-            raise ConfigError(f"{key}.network must be a NetworkConfig, got {self.network!r}")
-        self.network.validate(f"{key}.network")
-        check_float(f"{key}.lr", self.lr, low=0.0, low_open=True)
-        check_float(f"{key}.lr_final", self.lr_final, low=0.0)
-        check_float(f"{key}.adam_eps", self.adam_eps, low=0.0, low_open=True)
-        check_float(f"{key}.max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
-        check_float(f"{key}.gamma", self.gamma, 0.0, 1.0)
-        check_float(f"{key}.gae_lambda", self.gae_lambda, 0.0, 1.0)
-        check_float(f"{key}.clip_coef", self.clip_coef, low=0.0, low_open=True)
-        check_float(f"{key}.vf_coef", self.vf_coef, low=0.0)
-        check_float(f"{key}.ent_coef", self.ent_coef, low=0.0)
-        if self.ent_coef_final is not None:
-            check_float(f"{key}.ent_coef_final", self.ent_coef_final, low=0.0)
-        for name in ("anneal_lr", "norm_adv", "clip_vloss"):
-            check_bool(f"{key}.{name}", getattr(self, name))
-        check_int(f"{key}.num_steps", self.num_steps, low=1)
-        check_int(f"{key}.update_epochs", self.update_epochs, low=1)
-        check_int(f"{key}.chunk_len", self.chunk_len, low=1)
-        if self.chunk_len > self.num_steps:
-            raise ConfigError(
-                f"{key}.chunk_len must be <= {key}.num_steps ({self.num_steps}), "
-                f"got {self.chunk_len}"
-            )
-        check_int(f"{key}.num_minibatches", self.num_minibatches, low=1)
-        check_int(f"{key}.refresh_interval", self.refresh_interval, low=0)
-        for name in ("kl_target", "kl_hard_limit"):
-            if getattr(self, name) is not None:
-                check_float(f"{key}.{name}", getattr(self, name), low=0.0, low_open=True)
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ConfigError(f"{key}.device must be a torch device, got {self.device!r}") from exc
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError(f"{key}.device is {self.device!r} but CUDA is not available")
-        if num_slots is not None:
-            per_slot = -(-self.num_steps // self.chunk_len)
-            chunks = per_slot * num_slots
-            if self.num_minibatches > chunks:
-                raise ConfigError(
-                    f"{key}.num_minibatches must be <= the trajectory chunks of one update, "
-                    f"ceil(num_steps / chunk_len) * (num_envs * agents) = {per_slot} * {num_slots} "
-                    f"= {chunks}, got {self.num_minibatches}"
-                )
+        check_ppo_config(self, key, num_slots)
 
 
 # --------------------------------------------------------------------------------------------------

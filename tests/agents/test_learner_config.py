@@ -80,3 +80,32 @@ def test_build_learner_from_config_or_its_dict_is_seeded() -> None:
     for a, b, c in zip(_params(learner), _params(same), _params(direct), strict=True):
         assert torch.equal(a, b) and torch.equal(a, c)
     assert any(not torch.equal(a, b) for a, b in zip(_params(learner), _params(other), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("gamma", 1.5, r"agent\.gamma must be in \[0, 1\], got 1.5"),
+        ("burn_in", 40, r"agent\.burn_in must be <= 39, got 40"),
+        ("exploration", "greedy", r"agent\.exploration must be one of"),
+        ("tau", 0.0, r"agent\.tau must be in \(0, 1\]"),
+        ("dueling", "yes", r"agent\.dueling must be"),
+    ],
+)
+def test_drqn_config_bad_values_name_the_field(field, value, match) -> None:
+    import dataclasses
+
+    from marlgrid.agents.drqn import DRQNConfig
+    from marlgrid.config import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        dataclasses.replace(DRQNConfig(), **{field: value}).validate("agent")
+
+
+def test_drqn_buffer_must_hold_a_sequence_per_slot() -> None:
+    from marlgrid.agents.drqn import DRQNConfig
+    from marlgrid.config import ConfigError
+
+    DRQNConfig(buffer_size=640, seq_len=40).validate("agent", num_slots=16)
+    with pytest.raises(ConfigError, match=r"agent\.buffer_size must hold one sequence per slot"):
+        DRQNConfig(buffer_size=639, seq_len=40).validate("agent", num_slots=16)
