@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from marlgrid.agents.callbacks import Callback
 from marlgrid.agents.checkpoint import CheckpointError
+from marlgrid.agents.launch import resolve_paths
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.run_dir import RunLockedError, StopRequest, job_subdir, remove_fresh_dirs
 from marlgrid.agents.trainer import Interrupted, TrainConfig, Trainer
@@ -95,6 +96,8 @@ def main(cfg: DictConfig) -> float:
     with stop:
         try:
             config: TrainConfig = OmegaConf.to_object(cfg)
+            # absolute run directory and checkpoint paths: jobs may run on other machines
+            config, run_dir = resolve_paths(config, run_dir, base=hc.runtime.cwd)
             trainer = Trainer(config, run_dir, callbacks=[SaveHydraConfig(cfg)], stop=stop)
         except BaseException as exc:
             # Nothing was written: remove the folders Hydra made for this job (empty ones only).
