@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from marlgrid.agents.arrays import Obs, obs_cat
+from marlgrid.agents.arrays import obs_unsqueeze
 from marlgrid.agents.networks import ActorCritic
 from marlgrid.agents.staleness import state_staleness
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
@@ -37,24 +37,30 @@ def refresh_rollout(
         raise ValueError(
             f"state_stride={stride} must be a multiple of the buffer's {buffer.state_stride}"
         )
-    res = net.torso.chunk_unroll(
-        buffer.obs, buffer.states[0], buffer.resets, stride, buffer.final_t, buffer.final_b
+    T, torso = buffer.num_steps, net.torso
+    n_final = buffer.final_t.numel()
+    # features of every stored observation, of the observation after the last step and of the
+    # final observations of truncated episodes in one encoder/trunk call (a call over a few rows
+    # costs nearly as much as one over the rollout)
+    x = torso.features(obs_unsqueeze(buffer.all_obs()), 1, (T + 1) * B + n_final)[0]
+    res = torso.memory.chunk_unroll(
+        x[: T * B].view(T, B, -1),
+        buffer.states[0],
+        buffer.resets,
+        stride,
+        buffer.final_t,
+        buffer.final_b,
     )
     rows = buffer.states[:: stride // buffer.state_stride]  # a view: written in place below
     staleness = state_staleness(rows, res.starts)
     rows.copy_(res.starts)
     buffer.values.copy_(net.heads(res.out, policy=False)[1])
-    # bootstrap values: the observation after the last step, and final observations of
-    # truncated episodes (same episode as their step, so no reset)
-    n_final = buffer.final_t.numel()
-    obs_parts: list[Obs] = [buffer.next_obs]
-    state_parts = [res.final]
-    if n_final:
-        assert buffer.final_obs is not None
-        obs_parts.append(buffer.final_obs)
-        state_parts.append(res.post)
+    # bootstrap values: one memory step from the state after the last step (with its reset) and
+    # from the post-step states of truncated steps (same episode as their step, so no reset)
+    state = torch.cat([res.final, res.post]) if n_final else res.final
     resets = torch.cat([buffer.next_reset, buffer.next_reset.new_zeros(n_final)])
-    v = net.step(obs_cat(obs_parts), torch.cat(state_parts), resets)[1]
+    out, _ = torso.memory(x[None, T * B :], state, resets.view(1, -1))
+    v = net.heads(out[0], policy=False)[1]
     buffer.last_value.copy_(v[:B])
     if n_final:
         buffer.trunc_values[buffer.final_t, buffer.final_b] = v[B:]

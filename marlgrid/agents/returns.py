@@ -34,14 +34,38 @@ def compute_gae(
     so the recursion is cut at every episode end. Returns ``(advantages, returns)``,
     ``returns = advantages + values``.
     """
+    floats = (rewards, values, next_values)
+    if (
+        values.device.type == "cpu"
+        and values.dtype in (torch.float32, torch.float64)
+        and all(x.dtype == values.dtype and x.device.type == "cpu" for x in floats)
+        and not any(x.requires_grad for x in floats)
+        and values.ndim == 2
+        and values.numel() > 0
+        and rewards.shape == values.shape == next_values.shape
+    ):
+        # one compiled pass: deltas, the recursion and the returns, in the arithmetic (dtype,
+        # operation order) of the tensor expressions below, so the results are the same
+        adv, ret = torch.empty_like(values), torch.empty_like(values)
+        v = values.numpy()
+        scalar = v.dtype.type
+        _gae_scan(
+            rewards.numpy(),
+            v,
+            next_values.numpy(),
+            terminations.bool().numpy(),
+            truncations.bool().numpy(),
+            scalar(gamma),
+            scalar(gamma * lam),
+            adv.numpy(),
+            ret.numpy(),
+        )
+        return adv, ret
     terminated = terminations.bool()
     done = terminated | truncations.bool()
     deltas = rewards + gamma * next_values * (~terminated).to(values.dtype) - values
     carry = gamma * lam * (~done).to(values.dtype)
     adv = torch.empty_like(deltas)
-    if deltas.device.type == "cpu" and not deltas.requires_grad:
-        _reverse_scan(deltas.numpy(), carry.numpy(), adv.numpy())  # compiled, in place
-        return adv, adv + values
     last = torch.zeros_like(deltas[0])
     for t in range(deltas.shape[0] - 1, -1, -1):
         last = torch.addcmul(deltas[t], carry[t], last)
@@ -50,14 +74,32 @@ def compute_gae(
 
 
 @numba.njit(cache=True)
-def _reverse_scan(deltas: np.ndarray, carry: np.ndarray, out: np.ndarray) -> None:
-    """``out[t] = deltas[t] + carry[t] * out[t + 1]`` backwards from ``out[T - 1] = deltas[T - 1]``
-    (the recursion of :func:`compute_gae`; a Python loop over T costs far more on CPU)."""
-    last = np.zeros_like(deltas[0])
-    for t in range(deltas.shape[0] - 1, -1, -1):
-        for b in range(deltas.shape[1]):
-            last[b] = deltas[t, b] + carry[t, b] * last[b]
-            out[t, b] = last[b]
+def _gae_scan(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    gamma: np.floating,
+    gamma_lam: np.floating,
+    adv: np.ndarray,
+    ret: np.ndarray,
+) -> None:
+    """The CPU pass of :func:`compute_gae` (a chain of tensor ops and a Python loop over T cost
+    far more): backwards over ``t``, ``delta = (r + (gamma * v') * (1 - term)) - v``, ``A_t =
+    delta + carry * A_{t+1}`` with ``carry = gamma * lam`` (0 at episode ends), ``ret = A + v``,
+    every product and sum in the arrays' dtype, in that order (so ``0 * inf`` is NaN as there).
+    ``gamma`` and ``gamma_lam`` come in that dtype."""
+    one, zero = np.ones_like(values[0, :1])[0], np.zeros_like(values[0, :1])[0]
+    last = np.zeros_like(values[0])
+    for t in range(values.shape[0] - 1, -1, -1):
+        for b in range(values.shape[1]):
+            not_term = zero if terminated[t, b] else one
+            carry = zero if terminated[t, b] or truncated[t, b] else gamma_lam
+            delta = (rewards[t, b] + (gamma * next_values[t, b]) * not_term) - values[t, b]
+            last[b] = delta + carry * last[b]
+            adv[t, b] = last[b]
+            ret[t, b] = last[b] + values[t, b]
 
 
 def n_step_returns(

@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from marlgrid.agents.arrays import Obs, alloc_obs, obs_cat, obs_copy_
+from marlgrid.agents.arrays import Obs, alloc_obs, obs_cat, obs_copy_, obs_index, tree_map
 from marlgrid.agents.returns import compute_gae
 
 
@@ -45,7 +45,10 @@ class RolloutBuffer:
         def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> Tensor:
             return torch.zeros(*shape, dtype=dtype, device=device)
 
-        self.obs = alloc_obs(observation_space, (T, B), device)
+        # obs and next_obs are views of one (T + 1, B) storage, so the observations a refresh
+        # encodes (every step's and the next one) are contiguous (see all_obs)
+        self._obs_store = alloc_obs(observation_space, (T + 1, B), device)
+        self.obs = obs_index(self._obs_store, slice(0, T))
         self.resets = zeros(T, B, dtype=torch.bool)
         self.states = zeros(-(-T // state_stride), B, state_size)
         self.actions = zeros(T, B, dtype=torch.long)
@@ -58,7 +61,7 @@ class RolloutBuffer:
         self.trunc_values = zeros(T, B)
         self.advantages = zeros(T, B)
         self.returns = zeros(T, B)
-        self.next_obs = alloc_obs(observation_space, (B,), device)
+        self.next_obs = obs_index(self._obs_store, T)
         self.next_state = zeros(B, state_size)
         self.next_reset = zeros(B, dtype=torch.bool)
         self.last_value = zeros(B)
@@ -135,6 +138,28 @@ class RolloutBuffer:
             self.final_t = self.final_b = torch.zeros(0, dtype=torch.long, device=self.device)
             self.final_obs = None
 
+    def all_obs(self) -> Obs:
+        """Every stored observation, then ``next_obs``, then ``final_obs``: ``((T + 1) * B + n,
+        ...)``, time-major rows (a refresh encodes them in one call). A view without final
+        observations (unless ``obs`` or ``next_obs`` were replaced), a new tensor with them."""
+        store = self._obs_store
+        if isinstance(store, dict):
+            views = isinstance(self.obs, dict) and isinstance(self.next_obs, dict)
+            views = views and all(
+                self.obs.get(k) is not None and _spans(v, self.obs[k], self.next_obs.get(k))
+                for k, v in store.items()
+            )
+        else:
+            views = _spans(store, self.obs, self.next_obs)
+        if views:
+            head = tree_map(lambda v: v.flatten(0, 1), store)
+        else:
+            head = obs_cat([tree_map(lambda v: v.flatten(0, 1), self.obs), self.next_obs])
+        if not self.final_t.numel():
+            return head
+        assert self.final_obs is not None
+        return obs_cat([head, self.final_obs])
+
     def next_values(self) -> Tensor:
         """``V`` of the observation truly following each step (see :func:`compute_gae`)."""
         nxt = torch.cat([self.values[1:], self.last_value[None]])
@@ -154,3 +179,18 @@ class RolloutBuffer:
         )
         self.advantages.copy_(adv)
         self.returns.copy_(ret)
+
+
+def _spans(store: Tensor, obs: Any, next_obs: Any) -> bool:
+    """Whether ``obs`` and ``next_obs`` are still the views of ``store``'s rows ``:T`` and ``T``."""
+    if not (isinstance(obs, Tensor) and isinstance(next_obs, Tensor)):
+        return False
+    T = store.shape[0] - 1
+    return (
+        obs.shape == store[:T].shape
+        and next_obs.shape == store[T].shape
+        and obs.is_contiguous()
+        and next_obs.is_contiguous()
+        and obs.data_ptr() == store.data_ptr()
+        and next_obs.data_ptr() == store[T].data_ptr()
+    )
