@@ -22,6 +22,7 @@ import csv
 import math
 import re
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,12 @@ def wall_seconds(run_dir: Path) -> float:
     """Seconds from the composed config's write to the last metrics row (a run's wall time)."""
     start = (run_dir / ".hydra" / "config.yaml").stat().st_mtime
     return (run_dir / "metrics.csv").stat().st_mtime - start
+
+
+def started(run_dir: Path) -> str:
+    """UTC time the composed config was written (the run's start; maps a run to a code version)."""
+    stamp = (run_dir / ".hydra" / "config.yaml").stat().st_mtime
+    return datetime.fromtimestamp(stamp, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def baselines(run_dir: Path, episodes: int) -> dict[str, tuple[float, float]]:
@@ -137,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
                     "eval_greedy_return": round(ev, 3),
                     "eval_greedy_ci95": round(ev_ci, 3),
                     "wall_s": round(wall_seconds(run)),
+                    "started_utc": started(run),
                 }
             )
         table.append((label, len(runs), t_ci(finals), t_ci(evals)))
@@ -168,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|")
     for label, n, (fm, fh), (em, eh) in table:
         print(f"| {label} | {n} | {fm:.2f} +/- {fh:.2f} | {em:.2f} +/- {eh:.2f} |")
+    for label, n, (fm, fh), _ in table:
+        t = T975.get(n - 1, 1.96) if n > 1 else float("nan")
+        print(f"{label}: {n} seeds, t = {t:.3f}, interval [{fm - fh:.2f}, {fm + fh:.2f}]")
     for name, (value, half) in base.items():
         episodes = args.baseline_episodes
         label = f"{name} policy (scripted, {episodes} episodes)"
