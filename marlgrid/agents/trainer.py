@@ -358,21 +358,25 @@ class Trainer:
         """One iteration: ``steps`` env steps; each learner updates whenever it is ready."""
         t0 = time.perf_counter()
         update_time = 0.0
-        out: dict[str, dict[str, float]] = {}
+        out: dict[str, dict[str, list[float]]] = {}  # learner -> metric -> one value per update
+        counts: dict[str, int] = {}  # learner -> updates in this iteration
         progress = self.iteration / self.num_iterations
         for _ in range(self.steps):
             self.rollout.step()
             for name, g in self.learners.items():
                 if g.learner.ready():
                     t1 = time.perf_counter()
-                    out[name] = g.learner.update(progress)
+                    counts[name] = counts.get(name, 0) + 1
+                    for key, value in g.learner.update(progress).items():
+                        out.setdefault(name, {}).setdefault(key, []).append(value)
                     update_time += time.perf_counter() - t1
         self.iteration += 1
         self.global_step += self.steps * self.cfg.env.num_envs
         metrics: dict[str, float] = {}
-        for name, m in out.items():
+        for name, m in out.items():  # each metric: its mean over the updates that reported it
             prefix = "" if len(self.learners) == 1 else f"{name}/"
-            metrics.update({f"{prefix}{k}": v for k, v in m.items()})
+            metrics.update({f"{prefix}{k}": float(np.mean(v)) for k, v in m.items()})
+            metrics[f"{prefix}charts/updates"] = float(counts[name])
         returns = self.rollout.pop_returns()
         metrics.update(episode_metrics(returns, self.rollout.pop_lengths(), self.learner_columns))
         if len(returns):

@@ -184,3 +184,45 @@ def test_a_ppo_and_a_drqn_learner_train_side_by_side_checkpoint_and_resume(tmp_p
         assert torch.equal(a, b)
     assert second.iteration == second.num_iterations == 6
     assert second.learners["q"].learner.num_updates > q_first.num_updates
+
+
+def test_metrics_of_every_update_in_an_iteration_are_averaged_and_none_is_lost(tmp_path) -> None:
+    import dataclasses as dc
+
+    from marlgrid.agents.drqn import DRQN
+
+    reported: list[dict[str, float]] = []
+    original = DRQN.update
+
+    def update(self, progress):  # odd updates report an extra metric, as a periodic refresh does
+        out = original(self, progress)
+        out["charts/extra"] = float(self.num_updates)
+        if self.num_updates % 2:
+            out["charts/odd_only"] = 1.0
+        reported.append(out)
+        return out
+
+    class _Keep(Callback):
+        rows: list[dict[str, float]] = []
+
+        def on_update_end(self, trainer, metrics) -> bool:
+            self.rows.append(dict(metrics))
+            return True
+
+    keep = _Keep()
+    cfg = _cfg(
+        env=EnvConfig("MarlGrid-Empty-5x5-v0", num_envs=2),
+        agent=dc.replace(_drqn(), learning_starts=0, train_freq=2),
+        iteration_steps=8,
+        total_timesteps=32,
+    )
+    DRQN.update = update
+    try:
+        Trainer(cfg, tmp_path / "run", [keep]).run()
+    finally:
+        DRQN.update = original
+    last = keep.rows[-1]
+    assert last["charts/updates"] == 4  # 8 steps per iteration, an update every 2
+    assert last["charts/extra"] == pytest.approx(sum(r["charts/extra"] for r in reported[-4:]) / 4)
+    assert last["charts/odd_only"] == 1.0  # reported by 2 of the 4 updates, kept
+    assert sum(r.get("charts/updates", 0) for r in keep.rows) == len(reported)
