@@ -1,11 +1,12 @@
-"""The memory task of the write-up needs memory: memoryless PPO stays below a bound PPO-LSTM passes.
+"""Memoryless PPO against PPO-LSTM on ``env=goal_cycle_7x7_3tiles`` at the default budget.
 
-``env=goal_cycle_7x7_3tiles`` (three look-alike tiles in a hidden order, see
-``experiments/results/memory_default.md``). Over 3 seeds at 300k steps every PPO-LSTM seed
-(5.85-7.53) ends above every memoryless seed (4.87-4.94). This test trains both presets, seed 0,
-with the default run's budget and checks that the mean training return of the last updates
-separates them (two default runs: about 5 minutes on 2 quiet cores). The memoryless agent
-plateaus near 4.9 from about 100k steps on; the recurrent one keeps climbing.
+Skipped: the data do not support the separation this test checks. Over 5 seeds at 300k steps
+(``experiments/results/memory_default.md``) PPO-LSTM ends at 5.63-7.53 and memoryless PPO at
+4.87-7.62: two memoryless seeds end above the bound and above most LSTM seeds, so no bound
+separates the learners on this task. Run once at full budget (seed 0, 848 s under load) it
+passed (memoryless 4.94, LSTM 5.67), but only because of the seed it uses. It is kept, skipped,
+for a task where 5 memoryless seeds all stay below 5 recurrent ones (then set the task and the
+bound from those runs).
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ from experiments.plot_curves import read_curve  # noqa: E402
 from marlgrid.agents.trainer import TrainConfig, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# The default run's budget (293 updates of 16 envs x 64 steps): the lines cross late (around
-# 50k steps the memoryless agent is ahead, the gap opens after about 130k), so a smaller budget
-# does not separate them.
+# The default run's budget (293 updates of 16 envs x 64 steps). Over 5 seeds the two lines do
+# not separate at this budget (the 3-seed gap after about 130k steps did not hold up).
 BUDGET = 300_000  # env steps
 LAST = 50  # updates averaged (the write-up's "final return")
-BOUND = 5.4  # mean episode return; random policy about 0.3, discoverer 9, oracle 11.7
+BOUND = 5.4  # mean episode return; random policy about 0.4, discoverer 9.4, oracle 12.1
 
 
 def _config(agent: str) -> TrainConfig:
@@ -57,6 +57,10 @@ def _final_return(agent: str, run_dir: Path) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.skip(
+    reason="no bound separates memoryless PPO from PPO-LSTM on goal_cycle_7x7_3tiles over 5 "
+    "seeds (memoryless up to 7.62, LSTM down to 5.63): see experiments/results/memory_default.md"
+)
 def test_memoryless_ppo_stays_below_the_bound_that_ppo_lstm_passes(tmp_path):
     memoryless = _final_return("ppo_mlp", tmp_path / "mlp")
     recurrent = _final_return("ppo_lstm", tmp_path / "lstm")
