@@ -375,64 +375,11 @@ class SequenceReplay:
         device: torch.device | str = "cpu",
         batch_size: int = 4096,
     ) -> dict[str, float]:
-        """Recompute every stored state with the current network.
+        """Recompute every stored state with the current network
+        (:func:`~marlgrid.agents.storage.state_refresh.refresh_states`)."""
+        from marlgrid.agents.storage.state_refresh import refresh_states
 
-        A sequence that does not start its episode follows another one ``period`` steps earlier;
-        its state is what ``unroll(obs (period, k, ...), state (k, S), resets (period, k))`` (the
-        state after those steps) gives from that sequence's (refreshed) state. Chains are
-        refreshed in order, one batched call per link depth. Sequences that start an episode
-        keep their exact state; those whose predecessor is gone keep theirs. Returns the
-        staleness of the replaced states: ``cos`` (mean cosine similarity), ``mse`` and ``count``.
-        """
-        child, parent = self._links()
-        depth = np.where(self.rec_row >= 0, 0, -1)  # link depth; roots are 0
-        depth[child] = -1
-        totals, level = np.zeros(3), 0  # cosine sum, mse sum, count
-        while True:
-            sel = (depth[child] < 0) & (depth[parent] == level)
-            if not sel.any():
-                break
-            c, p = child[sel], parent[sel]
-            depth[c] = level + 1
-            for lo in range(0, len(c), batch_size):
-                hi = lo + batch_size
-                totals += self._refresh_links(c[lo:hi], p[lo:hi], unroll, device)
-            level += 1
-        cos, mse, count = totals
-        n = max(count, 1.0)
-        return {"cos": cos / n if count else float("nan"), "mse": mse / n, "count": int(count)}
-
-    def _links(self) -> tuple[np.ndarray, np.ndarray]:
-        """Live sequences that follow a live one ``period`` steps earlier, and that one."""
-        child = np.flatnonzero((self.rec_row >= 0) & ~self.rec_fresh & (self.rec_s >= self.period))
-        prev_rows, slots = self.rec_row[child] - self.period, self.rec_slot[child]
-        parent = self.seq_at[prev_rows % self.rows, slots].astype(np.int64)
-        ok = parent >= 0
-        p = parent[ok]
-        ok[ok] = (self.rec_row[p] == prev_rows[ok]) & (self.rec_slot[p] == slots[ok])
-        return child[ok], parent[ok]
-
-    def _refresh_links(
-        self,
-        child: np.ndarray,
-        parent: np.ndarray,
-        unroll: Callable[[Obs, Tensor, Tensor], Tensor],
-        device: torch.device | str,
-    ) -> np.ndarray:
-        """New states of ``child`` from their parents' windows; ``[cos sum, mse sum, count]``."""
-        rows, cols = self._windows(parent, self.period)
-        to = lambda x: torch.from_numpy(np.ascontiguousarray(x)).to(device)  # noqa: E731
-        with torch.no_grad():
-            new = unroll(
-                tree_map(to, obs_index(self.obs, (rows, cols))),
-                to(self.rec_state[parent]),
-                to(self.resets[rows, cols]),
-            ).float()
-            old = to(self.rec_state[child])
-            cos = torch.nn.functional.cosine_similarity(old, new, dim=-1).sum()
-            mse = (old - new).pow(2).mean(-1).sum()
-        self.rec_state[child] = new.cpu().numpy()
-        return np.array([float(cos), float(mse), len(child)])
+        return refresh_states(self, unroll, device, batch_size)
 
     # -- checkpoints -------------------------------------------------------------------------
 

@@ -1,0 +1,171 @@
+"""The configuration of a training run: plain dataclasses checked before anything runs.
+
+:class:`TrainConfig` (env, the learners' configs, roles, logging, run length and bookkeeping),
+:func:`learner_configs` (learner name -> config), :func:`validate_learners` (each config's own
+``validate``), :func:`iteration_steps` and :func:`identity` (what a resumed run must share with
+the run that wrote its checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from marlgrid.agents.learner import LEARNERS, config_from_dict, load_builtin_learners
+from marlgrid.agents.ppo import PPOConfig
+from marlgrid.agents.roles import MAIN, RoleConfig, as_role
+from marlgrid.config import ConfigError, check_bool, check_int
+
+#: largest seed (derived seeds such as ``seed * 100_003 + iteration`` stay within 64 bits)
+MAX_SEED = 2**32 - 1
+
+
+@dataclass
+class EnvConfig:
+    """Which environment to train in."""
+
+    id: str = "MarlGrid-GoalCycle-7x7-v0"  # registered marlgrid id
+    num_envs: int = 16  # envs stepped together by the batched API
+    settings: dict[str, Any] = field(default_factory=dict)  # overrides of the registered settings
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go."""
+
+    csv: bool = True  # metrics.csv in the run directory
+    tensorboard: bool = True  # TensorBoard events in run_dir/tensorboard
+    print_every: int = 0  # print a line every N iterations (0: never)
+    progress: bool = True  # tqdm progress bar with steps/s and recent return
+
+
+@dataclass
+class TrainConfig:
+    """A whole training run."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: Any = None  # the 'main' learner's config (any algorithm; None: PPOConfig())
+    learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
+    roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    name: str = "default"  # run name (part of the run directory)
+    seed: int = 0  # seeds networks, sampling and environments (0 .. 2**32 - 1)
+    total_timesteps: int = 200_000  # env steps summed over the batch (each is one step per agent)
+    iteration_steps: int | None = None  # env steps per env between logs; None: agent.num_steps
+    checkpoint_every: int = 10  # iterations between checkpoints (also at the end and on signals)
+    keep_checkpoints: int | None = 3  # newest checkpoints kept (>= 1); None (null): keep all
+    eval_every: int = 0  # iterations between greedy evaluations on fresh envs (0: never)
+    eval_episodes: int = 10  # episodes per evaluation
+    video: bool = True  # record a greedy episode at the end (needs the video extra)
+    video_every: int = 0  # also record every N iterations (0: only at the end)
+    resume: bool = True  # continue from the newest checkpoint in the run directory if any
+    extend: bool = False  # resume even if total_timesteps differs from the run's (train on to it)
+    torch_threads: int = 1  # torch CPU threads
+
+    def validate(self) -> None:
+        """Check every field that needs no env; :class:`ConfigError` names the first bad one."""
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"name must be a non-empty string, got {self.name!r}")
+        check_int("seed", self.seed, low=0, high=MAX_SEED)
+        check_int("total_timesteps", self.total_timesteps, low=1)
+        if self.iteration_steps is not None:
+            check_int("iteration_steps", self.iteration_steps, low=1)
+        check_int("checkpoint_every", self.checkpoint_every, low=1)
+        if self.keep_checkpoints is not None:
+            try:
+                check_int("keep_checkpoints", self.keep_checkpoints, low=1)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (null keeps every checkpoint)") from None
+        check_int("eval_every", self.eval_every, low=0)
+        check_int("eval_episodes", self.eval_episodes, low=1)
+        check_int("video_every", self.video_every, low=0)
+        check_int("torch_threads", self.torch_threads, low=1)
+        for key in ("video", "resume", "extend"):
+            check_bool(key, getattr(self, key))
+        for key in ("csv", "tensorboard", "progress"):
+            check_bool(f"logger.{key}", getattr(self.logger, key))
+        check_int("logger.print_every", self.logger.print_every, low=0)
+        if not isinstance(self.env.id, str):
+            raise ConfigError(f"env.id must be a registered env id, got {self.env.id!r}")
+        check_int("env.num_envs", self.env.num_envs, low=1)
+        for key in ("settings", "learners", "roles"):
+            value = self.env.settings if key == "settings" else getattr(self, key)
+            if not isinstance(value, Mapping):
+                name = "env.settings" if key == "settings" else key
+                raise ConfigError(f"{name} must be a mapping, got {value!r}")
+
+
+class ValidatingConfig(Protocol):
+    """What the trainer asks of a learner config (each registered algorithm's dataclass).
+
+    ``validate(key, num_slots)`` raises :class:`~marlgrid.config.ConfigError` naming
+    ``<key>.<field>`` for a bad value; ``num_slots`` (env copies times agents the learner drives,
+    ``None`` when no agent uses it) allows the checks that depend on the batch.
+    """
+
+    algo: str
+
+    def validate(self, key: str, num_slots: int | None = None) -> None: ...
+
+
+def _config_key(name: str) -> str:
+    return "agent" if name == MAIN else f"learners.{name}"
+
+
+def learner_configs(cfg: TrainConfig) -> dict[str, Any]:
+    """Learner name -> config dataclass (``main`` is ``cfg.agent``; dict entries are rebuilt)."""
+
+    def typed(name: str, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        try:
+            return config_from_dict(value)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{_config_key(name)}: {exc}") from None
+
+    main = PPOConfig() if cfg.agent is None else typed(MAIN, cfg.agent)
+    return {MAIN: main, **{k: typed(k, v) for k, v in cfg.learners.items()}}
+
+
+def validate_learners(configs: Mapping[str, Any], slots: Mapping[str, int] | None = None) -> None:
+    """Each config's own ``validate(key, num_slots)``; its ``algo`` must be registered."""
+    load_builtin_learners()
+    for name, c in configs.items():
+        key = _config_key(name)
+        algo = getattr(c, "algo", None)
+        if algo not in LEARNERS:
+            raise ConfigError(f"{key}.algo must be one of {sorted(LEARNERS)}, got {algo!r}")
+        if not isinstance(c, LEARNERS[algo].config):
+            raise ConfigError(
+                f"{key} must be a {LEARNERS[algo].config.__name__} (algo {algo!r}), got "
+                f"{type(c).__name__}"
+            )
+        check = getattr(c, "validate", None)
+        if callable(check):
+            check(key, None if slots is None else slots.get(name))
+
+
+def iteration_steps(cfg: TrainConfig) -> int:
+    """Env steps per env in one trainer iteration."""
+    if cfg.iteration_steps is not None:
+        return cfg.iteration_steps
+    return int(getattr(learner_configs(cfg)[MAIN], "num_steps", 64))
+
+
+def identity(cfg: TrainConfig) -> dict[str, Any]:
+    """The settings a checkpoint must share with the run that resumes it."""
+
+    def strip(c: Any) -> dict[str, Any]:
+        d = dataclasses.asdict(c)
+        d.pop("device", None)
+        return d
+
+    return {
+        "env": {"id": cfg.env.id, "num_envs": cfg.env.num_envs, "settings": dict(cfg.env.settings)},
+        "learners": {k: strip(v) for k, v in sorted(learner_configs(cfg).items())},
+        "roles": {k: dataclasses.asdict(as_role(v)) for k, v in sorted(cfg.roles.items())},
+        "iteration_steps": iteration_steps(cfg),
+        "seed": cfg.seed,
+    }
