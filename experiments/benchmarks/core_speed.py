@@ -16,6 +16,12 @@ against the target (<= 1.3x), and checks the refresh against a step-by-step reco
 
 Cases (``--cases``): ``cartpole`` (B 8, F 4, H 64, as the PPO benchmark's CartPole networks) and
 ``marlgrid_b{B}_h{H}`` (F 128, the features of the marlgrid encoder), all with T 128, chunk 8.
+
+A second table times the Transformer-XL core (``trxl``, :mod:`marlgrid.agents.memory.trxl`):
+its layer-parallel chunk pass (the same ``chunk_unroll`` refresh) against the acting path run
+step by step (128 single-step calls), target >= 3x faster, and the largest difference between
+the two. Cases (``--trxl-cases``, none to skip): ``b{B}_h{D}_l{L}`` with F 128, 2 layers,
+4 heads, T 128, chunk 8.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import torch
 from marlgrid.agents.memory import MemoryCore, make_memory
 
 TARGET = 1.3  # refresh time <= 1.3x one bare inference pass
+TRXL_TARGET = 3.0  # TrXL chunk pass >= 3x faster than the step-by-step acting path
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,82 @@ def measure(kind: str, case: Case, reps: int, reset_prob: float, seed: int) -> R
     )
 
 
+@dataclass(frozen=True)
+class TrXLCase:
+    """One rollout shape for the TrXL core."""
+
+    name: str
+    batch: int  # B
+    hidden: int  # D
+    memory_length: int  # L
+    features: int = 128  # F
+    n_layers: int = 2
+    n_heads: int = 4
+    steps: int = 128  # T
+    chunk_len: int = 8
+
+
+TRXL_CASES = {
+    c.name: c
+    for c in (
+        TrXLCase("b16_h64_l32", 16, 64, 32),
+        TrXLCase("b16_h128_l32", 16, 128, 32),
+        TrXLCase("b32_h128_l64", 32, 128, 64),
+    )
+}
+
+
+@dataclass
+class TrXLResult:
+    case: str
+    chunk_ms: float  # median CPU time of chunk_unroll over the rollout (one layer-parallel pass)
+    steps_ms: float  # median CPU time of T single-step calls (the acting path)
+    speedup: float  # steps_ms / chunk_ms
+    chunk_wall_ms: float
+    steps_wall_ms: float
+    max_err: float  # chunk_unroll against the step-by-step recomputation
+    state_kib: float  # state size per slot
+
+
+def measure_trxl(case: TrXLCase, reps: int, reset_prob: float, seed: int) -> TrXLResult:
+    torch.manual_seed(seed)
+    opts = {"memory_length": case.memory_length, "n_layers": case.n_layers}
+    core = make_memory("trxl", case.features, case.hidden, n_heads=case.n_heads, **opts).eval()
+    shape = Case(case.name, case.batch, case.features, case.hidden, case.steps, case.chunk_len)
+    x, _, resets, post_t, post_b = rollout(shape, core, reset_prob, seed)
+    L, T = case.chunk_len, case.steps
+    with torch.inference_mode():  # a start state from a previous stretch of the episode
+        warm = torch.randn(case.memory_length, case.batch, case.features)
+        no_resets = torch.zeros(case.memory_length, case.batch, dtype=torch.bool)
+        state = core(warm, core.initial_state(case.batch), no_resets)[1]
+
+    def chunk_pass() -> object:
+        return core.chunk_unroll(x, state, resets, L, post_t, post_b)
+
+    def acting() -> None:
+        s = state
+        for t in range(T):
+            s = core(x[t : t + 1], s, resets[t : t + 1])[1]
+
+    cpu, wall = ([], []), ([], [])
+    with torch.inference_mode():
+        got = chunk_pass()
+        ref = step_by_step(core, x, state, resets, L, post_t, post_b)
+        pairs = zip(got, ref, strict=True)
+        err = max(float((a - b).abs().max()) if a.numel() else 0.0 for a, b in pairs)
+        chunk_pass(), acting()  # warm-up
+        for i in range(reps):
+            for which in (0, 1) if i % 2 == 0 else (1, 0):
+                t0, w0 = time.process_time(), time.perf_counter()
+                chunk_pass() if which == 0 else acting()
+                cpu[which].append(time.process_time() - t0)
+                wall[which].append(time.perf_counter() - w0)
+    c, st = (statistics.median(v) * 1e3 for v in cpu)
+    cw, sw = (statistics.median(v) * 1e3 for v in wall)
+    kib = core.state_size * 4 / 1024
+    return TrXLResult(case.name, c, st, st / c, cw, sw, err, kib)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -164,6 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-len", type=int, default=8, help="chunk length of the refresh")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trxl-cases", nargs="*", default=list(TRXL_CASES), choices=list(TRXL_CASES))
+    p.add_argument("--trxl-reps", type=int, default=5, help="timed rounds per TrXL case")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -184,6 +269,21 @@ def main(argv: list[str] | None = None) -> None:
                 f"{r.inner_resets:6d}",
                 flush=True,
             )
+    trxl = []
+    if args.trxl_cases:
+        print(
+            f"\n{'trxl case':<20s} {'chunk ms':>9s} {'steps ms':>9s} {'speedup':>8s} "
+            f"{'target':>7s} {'max err':>8s} {'KiB/slot':>8s}"
+        )
+    for name in args.trxl_cases:
+        r = measure_trxl(TRXL_CASES[name], args.trxl_reps, args.reset_prob, args.seed)
+        trxl.append(r)
+        verdict = "PASS" if r.speedup >= TRXL_TARGET else "FAIL"
+        print(
+            f"{r.case:<20s} {r.chunk_ms:9.2f} {r.steps_ms:9.2f} {r.speedup:7.2f}x "
+            f"{verdict:>7s} {r.max_err:8.1e} {r.state_kib:8.1f}",
+            flush=True,
+        )
     if args.json:
         meta = {
             "python": sys.version.split()[0],
@@ -194,9 +294,13 @@ def main(argv: list[str] | None = None) -> None:
             "reset_prob": args.reset_prob,
             "chunk_len": args.chunk_len,
             "target": TARGET,
+            "trxl_target": TRXL_TARGET,
+            "trxl_reps": args.trxl_reps,
         }
+        out = {"meta": meta, "results": [asdict(r) for r in results]}
+        out["trxl"] = [asdict(r) for r in trxl]
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": [asdict(r) for r in results]}, f, indent=1)
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,15 @@ tensor ``(B, state_size)`` (batch first), whose named parts it declares in ``sta
 
 - ``lstm`` (:class:`LSTMCore`): ``{"h": H, "c": H}``, option ``forget_bias``;
 - ``gru`` (:class:`GRUCore`): ``{"h": H}``, option ``update_bias``;
-- ``none`` (:class:`NoMemory`): ``{}`` (a per-step ``Linear`` + activation), option ``activation``.
+- ``none`` (:class:`NoMemory`): ``{}`` (a per-step ``Linear`` + activation), option ``activation``;
+- ``trxl`` / ``gtrxl`` (:class:`~.trxl.TrXLCore`): ``{"cache": n_layers * L * H, "valid": L,
+  "step": 1}``, an episodic attention window (``gtrxl``: gated), options in :mod:`.trxl`;
+- POPGym's cheap baselines: ``elman`` (:mod:`.elman`, tanh RNN, ``{"h": H}``), ``framestack``
+  (:mod:`.framestack`, the last ``k`` inputs, option ``k``), ``positional_mlp``
+  (:mod:`.positional`, an MLP that sees the episode step, ``{"step": 1}``),
+  ``linear_recurrence`` (:mod:`.linear_recurrence`, LRU-style diagonal recurrence, option
+  ``state_size``) and ``linear_attention`` (:mod:`.linear_attention`, FART, ``{"S": d * d,
+  "z": d}``, option ``dim``).
 
 A core owns its reset: ``resets[t, b]`` (an episode starts) makes slot ``b``'s state fresh
 *before* step ``t`` (:meth:`MemoryCore.reset_state`; zero for these cores), so running a sequence
@@ -45,6 +53,8 @@ from marlgrid.agents.memory.base import (
     unregister_core,
     zero_where,
 )
+from marlgrid.agents.memory.elman import ElmanCore  # noqa: F401 (registers elman)
+from marlgrid.agents.memory.framestack import FrameStack  # noqa: F401 (registers framestack)
 from marlgrid.agents.memory.gru import GRUCore
 from marlgrid.agents.memory.layout import (
     PieceLayout,
@@ -53,8 +63,12 @@ from marlgrid.agents.memory.layout import (
     segment_layout,
     step_layout,
 )
+from marlgrid.agents.memory.linear_attention import LinearAttention  # noqa: F401 (registers it)
+from marlgrid.agents.memory.linear_recurrence import LinearRecurrence  # noqa: F401 (registers it)
 from marlgrid.agents.memory.lstm import LSTMCore
 from marlgrid.agents.memory.none import NoMemory
+from marlgrid.agents.memory.positional import PositionalMLP  # noqa: F401 (registers it)
+from marlgrid.agents.memory.trxl import GTrXLCore, TrXLCore  # noqa: F401 (registers trxl, gtrxl)
 
 __all__ = [
     "CORES",
