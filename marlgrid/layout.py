@@ -6,16 +6,22 @@ then, if every try failed, constructively by :meth:`Layout.scatter_connected`: r
 random spanning tree of the open cells become walls, so the rest stays connected by construction.
 Both run in time roughly linear in the map area; both draw only from the env's generator, so a
 seed gives one layout.
+
+Structured maps are drawn with line, rectangle, room-grid and maze helpers
+(:meth:`Layout.horizontal_wall`, :meth:`Layout.wall_rect`, :meth:`Layout.room_grid`,
+:meth:`Layout.maze`); :meth:`Layout.spawn_far_from` keeps agents away from a goal by path length.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from marlgrid.config import ConfigError
+from marlgrid.config import ConfigError, check_float, check_int
 from marlgrid.constants import (
     CAN_OVERLAP,
     COLOR_TO_IDX,
@@ -40,6 +46,16 @@ DEFAULT_COLOR = {
 #: connected), at least one.
 REJECTION_CELLS = 400_000
 MAX_TRIES = 200
+
+#: A rectangle of cells ``(x0, y0, x1, y1)``, ends excluded.
+Region = tuple[int, int, int, int]
+
+
+class RoomGrid(NamedTuple):
+    """What :meth:`Layout.room_grid` built: each room's inside and each doorway cell."""
+
+    rooms: list[Region]
+    doorways: list[tuple[int, int]]
 
 
 @njit(cache=True, inline="always")
@@ -256,6 +272,76 @@ def _connected(types):
     return True
 
 
+@njit(cache=True)
+def _carve_maze(grid, x0, y0, nx, ny, edge_keys, extra_keys, extra_p):
+    """Open a maze of ``nx x ny`` cells at ``(x0 + 1 + 2i, y0 + 1 + 2j)`` in walled ``grid``.
+
+    Randomised Kruskal: the walls between neighbouring cells are taken in order of
+    ``edge_keys[i, j, d]`` (``d`` 0 to the east, 1 to the south) and removed when they join two
+    parts, which leaves a spanning tree (a perfect maze). Then every wall still standing between
+    two cells is removed when its ``extra_keys`` value is below ``extra_p``. Returns the number of
+    walls removed in all.
+    """
+    n = nx * ny
+    eu = np.empty(2 * n, dtype=np.int64)
+    ev = np.empty(2 * n, dtype=np.int64)
+    ek = np.empty(2 * n)
+    ed = np.empty(2 * n, dtype=np.int64)
+    m = 0
+    for j in range(ny):
+        for i in range(nx):
+            grid[x0 + 1 + 2 * i, y0 + 1 + 2 * j, 0] = EMPTY
+            grid[x0 + 1 + 2 * i, y0 + 1 + 2 * j, 1] = 0
+            grid[x0 + 1 + 2 * i, y0 + 1 + 2 * j, 2] = 0
+            if i + 1 < nx:
+                eu[m], ev[m], ek[m], ed[m] = j * nx + i, j * nx + i + 1, edge_keys[i, j, 0], 0
+                m += 1
+            if j + 1 < ny:
+                eu[m], ev[m], ek[m], ed[m] = j * nx + i, (j + 1) * nx + i, edge_keys[i, j, 1], 1
+                m += 1
+    parent = np.arange(n)
+    carved = np.zeros(m, dtype=np.bool_)
+    opened = 0
+    for e in np.argsort(ek[:m]):
+        a, b = _find(parent, eu[e]), _find(parent, ev[e])
+        if a != b:
+            parent[a] = b
+            carved[e] = True
+    for e in range(m):
+        i, j = eu[e] % nx, eu[e] // nx
+        if carved[e] or extra_keys[i, j, ed[e]] < extra_p:
+            x, y = x0 + 2 + 2 * i, y0 + 1 + 2 * j
+            if ed[e] == 1:
+                x, y = x0 + 1 + 2 * i, y0 + 2 + 2 * j
+            grid[x, y, 0] = EMPTY
+            grid[x, y, 1] = 0
+            grid[x, y, 2] = 0
+            opened += 1
+    return opened
+
+
+@njit(cache=True)
+def _distances(types, sx, sy):
+    """Steps from ``(sx, sy)`` to every cell over open cells (see :func:`_is_open`); -1 where
+    unreachable. The start counts whatever lies on it."""
+    w, h = types.shape
+    dist = np.full((w, h), -1, dtype=np.int64)
+    queue = np.empty((w * h, 2), dtype=np.int64)
+    queue[0, 0], queue[0, 1] = sx, sy
+    dist[sx, sy] = 0
+    head, tail = 0, 1
+    while head < tail:
+        x, y = queue[head, 0], queue[head, 1]
+        head += 1
+        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            nx, ny = x + dx, y + dy
+            if 0 <= nx < w and 0 <= ny < h and dist[nx, ny] < 0 and _is_open(types[nx, ny]):
+                dist[nx, ny] = dist[x, y] + 1
+                queue[tail, 0], queue[tail, 1] = nx, ny
+                tail += 1
+    return dist
+
+
 class Layout:
     """One env's world while it is generated: grid cells, box contents, tile ids, spawn cells.
 
@@ -450,3 +536,177 @@ class Layout:
         x0, y0, x1, y1 = region
         self.spawn_ok[...] = False
         self.spawn_ok[x0:x1, y0:y1] = True
+
+    # -- lines, rooms and mazes ---------------------------------------------------------------
+
+    def _code(self, obj: str, color: str | None, state: int = 0) -> tuple[int, int, int]:
+        if obj not in OBJECT_TO_IDX:
+            raise ConfigError(f"unknown object {obj!r}; allowed: {sorted(OBJECT_TO_IDX)}")
+        color = color or DEFAULT_COLOR.get(obj, "red")
+        return OBJECT_TO_IDX[obj], COLOR_TO_IDX[color], state
+
+    def _region(self, region: Region | None, what: str, min_side: int = 1) -> Region:
+        """``region`` (default: the whole map) checked to lie on the map with sides >= min_side."""
+        x0, y0, x1, y1 = (0, 0, self.width, self.height) if region is None else region
+        if min(x0, y0) < 0 or x1 > self.width or y1 > self.height:
+            raise ConfigError(
+                f"{what} region {(x0, y0, x1, y1)} leaves the {self.width}x{self.height} map"
+            )
+        if x1 - x0 < min_side or y1 - y0 < min_side:
+            raise ConfigError(
+                f"{what} region {(x0, y0, x1, y1)} needs sides of at least {min_side} cells"
+            )
+        return x0, y0, x1, y1
+
+    def horizontal_wall(
+        self,
+        x: int,
+        y: int,
+        length: int | None = None,
+        gaps: Iterable[int] = (),
+        obj: str = "wall",
+        color: str | None = None,
+    ) -> None:
+        """Cells ``(x .. x + length - 1, y)`` become ``obj``; the columns in ``gaps`` keep what
+        they held.
+
+        ``length`` defaults to the rest of the row (MiniGrid's ``horz_wall``).
+        """
+        length = self.width - x if length is None else length
+        x0, y0, x1, _ = self._region((x, y, x + length, y + 1), "horizontal_wall")
+        self._line(self.grid[x0:x1, y0], x0, gaps, self._code(obj, color), "horizontal_wall")
+
+    def vertical_wall(
+        self,
+        x: int,
+        y: int,
+        length: int | None = None,
+        gaps: Iterable[int] = (),
+        obj: str = "wall",
+        color: str | None = None,
+    ) -> None:
+        """Cells ``(x, y .. y + length - 1)`` become ``obj``; the rows in ``gaps`` keep what they
+        held.
+
+        ``length`` defaults to the rest of the column (MiniGrid's ``vert_wall``).
+        """
+        length = self.height - y if length is None else length
+        x0, y0, _, y1 = self._region((x, y, x + 1, y + length), "vertical_wall")
+        self._line(self.grid[x0, y0:y1], y0, gaps, self._code(obj, color), "vertical_wall")
+
+    @staticmethod
+    def _line(
+        cells: np.ndarray, start: int, gaps: Iterable[int], code: tuple[int, int, int], what: str
+    ) -> None:
+        keep = cells.copy()
+        cells[:] = code
+        for g in gaps:
+            if not start <= g < start + len(cells):
+                raise ConfigError(
+                    f"{what} gap {g} is off the line, which spans {start}..{start + len(cells) - 1}"
+                )
+            cells[g - start] = keep[g - start]
+
+    def wall_rect(
+        self, x: int, y: int, width: int, height: int, obj: str = "wall", color: str | None = None
+    ) -> None:
+        """The outline of the ``width x height`` rectangle with top-left cell ``(x, y)``."""
+        self.horizontal_wall(x, y, width, obj=obj, color=color)
+        self.horizontal_wall(x, y + height - 1, width, obj=obj, color=color)
+        self.vertical_wall(x, y, height, obj=obj, color=color)
+        self.vertical_wall(x + width - 1, y, height, obj=obj, color=color)
+
+    def fill(
+        self, region: Region | None = None, obj: str = "wall", color: str | None = None
+    ) -> None:
+        """Every cell of ``region = (x0, y0, x1, y1)`` (ends excluded; default the map) becomes
+        ``obj``."""
+        x0, y0, x1, y1 = self._region(region, "fill")
+        self.grid[x0:x1, y0:y1] = self._code(obj, color)
+
+    def room_grid(self, cols: int, rows: int, region: Region | None = None) -> RoomGrid:
+        """Walls splitting ``region`` (default the map) into ``cols x rows`` rooms, one random
+        doorway in each inner wall segment, so every room is reachable from every other.
+
+        The outline of the region is walled; wall ``k`` of ``cols`` stands at column
+        ``x0 + k * (x1 - x0 - 1) // cols`` (rows alike), so a 19-wide map split in two has its wall
+        at column 9, as in MiniGrid's FourRooms. A segment's doorway is drawn uniformly from the
+        cells strictly between the walls crossing it; rooms are visited row by row and each draws
+        the doorway on its east wall, then on its south wall.
+        """
+        cols = check_int("cols", cols, low=1)
+        rows = check_int("rows", rows, low=1)
+        x0, y0, x1, y1 = self._region(region, "room_grid", min_side=3)
+        xs = [x0 + k * (x1 - x0 - 1) // cols for k in range(cols + 1)]
+        ys = [y0 + k * (y1 - y0 - 1) // rows for k in range(rows + 1)]
+        if min(np.diff(xs)) < 2 or min(np.diff(ys)) < 2:
+            raise ConfigError(
+                f"a {x1 - x0}x{y1 - y0} region cannot hold {cols}x{rows} rooms: each room needs "
+                f"at least one cell inside its walls (side >= {2 * cols + 1} for {cols} columns, "
+                f">= {2 * rows + 1} for {rows} rows)"
+            )
+        for x in xs:
+            self.vertical_wall(x, y0, y1 - y0)
+        for y in ys:
+            self.horizontal_wall(x0, y, x1 - x0)
+        rooms, doorways = [], []
+        for j in range(rows):
+            for i in range(cols):
+                rooms.append((xs[i] + 1, ys[j] + 1, xs[i + 1], ys[j + 1]))
+                if i + 1 < cols:
+                    doorways.append((xs[i + 1], int(self.rng.integers(ys[j] + 1, ys[j + 1]))))
+                    self.grid[doorways[-1]] = (EMPTY, 0, 0)
+                if j + 1 < rows:
+                    doorways.append((int(self.rng.integers(xs[i] + 1, xs[i + 1])), ys[j + 1]))
+                    self.grid[doorways[-1]] = (EMPTY, 0, 0)
+        return RoomGrid(rooms, doorways)
+
+    def maze(self, extra_connections: float = 0.0, region: Region | None = None) -> int:
+        """Fill ``region`` (default the map; odd sides >= 3) with a random maze.
+
+        Cells at odd offsets from the region's corner are open; the walls between neighbouring
+        cells are removed by randomised Kruskal until all cells connect, which gives a perfect
+        maze (one path between any two cells). Then each wall still between two cells is removed
+        with probability ``extra_connections``, which adds loops (like labmaze's
+        ``extra_connection_probability``). Returns the number of walls removed between cells:
+        ``cells - 1`` for a perfect maze.
+        """
+        p = check_float("extra_connections", extra_connections, 0.0, 1.0)
+        x0, y0, x1, y1 = self._region(region, "maze", min_side=3)
+        if (x1 - x0) % 2 == 0 or (y1 - y0) % 2 == 0:
+            raise ConfigError(
+                f"a maze needs odd sides (cells at odd offsets, walls between), got a "
+                f"{x1 - x0}x{y1 - y0} region"
+            )
+        self.fill((x0, y0, x1, y1), "wall")
+        nx, ny = (x1 - x0) // 2, (y1 - y0) // 2
+        edge_keys = self.rng.random((nx, ny, 2))
+        extra_keys = self.rng.random((nx, ny, 2))
+        return int(_carve_maze(self.grid, x0, y0, nx, ny, edge_keys, extra_keys, p))
+
+    # -- distances and spawn regions ----------------------------------------------------------
+
+    def distances_from(self, x: int, y: int) -> np.ndarray:
+        """``(width, height)`` steps from ``(x, y)`` over open cells (doors included, goal-cycle
+        tiles not walked through); -1 where unreachable."""
+        self._region((x, y, x + 1, y + 1), "distances_from")
+        return _distances(self.grid[..., 0], x, y)
+
+    def spawn_far_from(self, x: int, y: int, fraction: float = 0.5) -> np.ndarray:
+        """Agents (re)spawn only in the farthest ``fraction`` of the reachable empty cells by
+        steps from ``(x, y)`` (see :meth:`distances_from`), among those already allowed.
+
+        With ``n`` such cells, ``m = ceil(fraction * n)`` and ``d_m`` the distance of the
+        ``m``-th farthest, the allowed cells are those at distance ``>= d_m``: the ``m`` farthest
+        and any tied with the last of them. Returns the allowed ``(count, 2)`` cells.
+        """
+        fraction = check_float("fraction", fraction, 0.0, 1.0, low_open=True)
+        dist = self.distances_from(x, y)
+        free = (self.grid[..., 0] == EMPTY) & (dist >= 0) & self.spawn_ok
+        n = int(free.sum())
+        if n == 0:
+            raise ConfigError(f"no empty spawn cell is reachable from ({x}, {y})")
+        m = max(1, math.ceil(fraction * n))
+        threshold = np.sort(dist[free])[n - m]
+        self.spawn_ok[...] = free & (dist >= threshold)
+        return np.argwhere(self.spawn_ok)

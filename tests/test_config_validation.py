@@ -160,6 +160,8 @@ ENV_IDS = [
     "MarlGrid-GoalCycle-7x7-v0",
     "MarlGrid-Cluttered-11x11-v0",
     "MarlGrid-DoorKey-8x8-v0",
+    "MarlGrid-FourRooms-v0",
+    "MarlGrid-Maze-13x13-v0",
 ]
 BASE_SETTINGS = ["n_agents", "agent", "agents", "max_cycles", "render_mode", "width", "height"]
 
