@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,7 @@ from marlgrid.config import MAX_COUNT, MAX_SIDE, AgentConfig, ConfigError, build
 from marlgrid.constants import (
     ACTIONS,
     AGENT,
+    EMPTY,
     IDX_TO_COLOR,
     IDX_TO_OBJECT,
     N_COLORS,
@@ -64,6 +67,11 @@ class MarlGridEnv(ParallelEnv):
     ``agent`` holds settings shared by all agents and ``agents`` a list of per-agent overrides
     (its length sets the number of agents, else ``n_agents``). ``max_cycles`` is an alias of
     ``max_steps`` for PettingZoo's test utilities.
+
+    The task rules (:class:`Rules`: penalty, rewards, ``max_steps``, ...) are data that may
+    change between episodes: :meth:`set_rules` replaces them from the next :meth:`reset` on,
+    while a running episode keeps its own; :attr:`rules` are the current episode's. Map size and
+    agents fix the array shapes and stay as built.
     """
 
     metadata: dict[str, Any] = {
@@ -72,6 +80,8 @@ class MarlGridEnv(ParallelEnv):
         "render_fps": 8,
         "is_parallelizable": True,
     }
+    #: Object types that no agent of this env ever sees (added to every agent's ``hide``).
+    hidden_types: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -106,14 +116,14 @@ class MarlGridEnv(ParallelEnv):
         self.width, self.height = width, height
         self.render_mode = render_mode
         self.agent_configs = build_agents(n_agents, agent, agents)
-        self.rules = Rules(**rules)
-        self.max_steps = self.rules.max_steps
-        delays = [a.spawn_delay for a in self.agent_configs]
-        if min(delays) >= self.max_steps:
-            raise ConfigError(
-                f"spawn_delay of every agent ({delays}) is >= max_steps ({self.max_steps}): no "
-                "agent would ever play; give at least one agent a spawn_delay < max_steps"
-            )
+        if self.hidden_types:
+            self.agent_configs = [
+                dataclasses.replace(a, hide=tuple(dict.fromkeys((*a.hide, *self.hidden_types))))
+                for a in self.agent_configs
+            ]
+        self._built_rules = Rules(**rules)  # the rules until the engine exists
+        self._layout_rules: Rules | None = None  # set while a layout is generated
+        self._check_spawn_delays(self._built_rules.max_steps)
         self.possible_agents = [f"agent_{i}" for i in range(len(self.agent_configs))]
         self.agents: list[str] = []
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
@@ -160,19 +170,107 @@ class MarlGridEnv(ParallelEnv):
         self.__dict__.update(state)
         self._bind_rows()
 
+    # -- rules --------------------------------------------------------------------------------
+
+    @property
+    def rules(self) -> Rules:
+        """The rules of the current episode (before the first reset: of the first one); while
+        :meth:`generate` writes a layout, those of the episode the layout starts."""
+        if self._layout_rules is not None:
+            return self._layout_rules
+        engine = self.__dict__.get("_engine")
+        return self._built_rules if engine is None else engine.episode_rules[0]
+
+    @property
+    def next_rules(self) -> Rules:
+        """The rules the next :meth:`reset` starts an episode with."""
+        return self._engine.next_rules[0]
+
+    @property
+    def max_steps(self) -> int:
+        """Episode length under the current rules."""
+        return self.rules.max_steps
+
+    def set_rules(self, **changes: Any) -> Rules:
+        """Change rules from the next episode on, e.g. ``env.set_rules(penalty=1.0)``.
+
+        Any :class:`Rules` field may change (checked by ``Rules`` and :meth:`check_rules`); an
+        episode in progress keeps its rules. Changes add up until the next reset. Returns the
+        rules the next episode starts with.
+        """
+        new = self.next_rules.replace(**changes)
+        self.check_rules(new)
+        self._engine.set_next_rules([0], [new])
+        return new
+
+    def check_rules(self, rules: Rules) -> None:
+        """Raise :class:`ConfigError` if this env cannot play under ``rules``.
+
+        Some agent must spawn before ``max_steps``; a changed ``n_goals`` must fit the layout:
+        one layout is generated under ``rules`` and must hold at least ``n_goals`` goal-cycle
+        tiles (envs that place ``n_goals`` tiles must find room for them).
+        """
+        self._check_spawn_delays(rules.max_steps)
+        if rules.n_goals == self._built_rules.n_goals:
+            return  # as built: checked when the env was made
+        tiles = self._trial_layout_tiles(rules)
+        if rules.n_goals > tiles:
+            raise ConfigError(
+                f"n_goals={rules.n_goals} is more than the {tiles} goal-cycle tile(s) the layout "
+                f"of {type(self).__name__} holds; allowed: n_goals <= {tiles}"
+            )
+
+    def _check_spawn_delays(self, max_steps: int) -> None:
+        delays = [a.spawn_delay for a in self.agent_configs]
+        if min(delays) >= max_steps:
+            raise ConfigError(
+                f"spawn_delay of every agent ({delays}) is >= max_steps ({max_steps}): no "
+                "agent would ever play; give at least one agent a spawn_delay < max_steps"
+            )
+
+    def _trial_layout_tiles(self, rules: Rules) -> int:
+        """Goal-cycle tile ids in one layout generated under ``rules`` (on scratch arrays)."""
+        grid = np.zeros((self.width, self.height, 3), dtype=np.uint8)
+        grid[..., 0] = EMPTY
+        cycle_id = np.full((self.width, self.height), -1, dtype=np.int16)
+        spawn_ok = np.ones((self.width, self.height), dtype=np.bool_)
+        layout = Layout(grid, np.zeros_like(grid), cycle_id, spawn_ok, np.random.default_rng(0))
+        self._layout_rules = rules
+        try:
+            self.generate(layout)
+        except ConfigError as exc:
+            name = type(self).__name__
+            raise ConfigError(
+                f"n_goals={rules.n_goals} does not fit {name}'s layout: {exc}"
+            ) from None
+        finally:
+            self._layout_rules = None
+        return len(np.unique(cycle_id[cycle_id >= 0]))
+
+    def _generate_episode(self, engine: Engine, layout: Layout) -> None:
+        """:meth:`generate` with :attr:`rules` reading the rules of the episode it starts."""
+        self._layout_rules = engine.generating_rules
+        try:
+            self.generate(layout)
+        finally:
+            self._layout_rules = None
+
     # -- what subclasses provide --------------------------------------------------------------
 
     def generate(self, layout: Layout) -> None:
-        """Write a new episode's world into ``layout`` (walls, objects, goals, spawn cells)."""
+        """Write a new episode's world into ``layout`` (walls, objects, goals, spawn cells);
+        :attr:`rules` are that episode's."""
         raise NotImplementedError
 
     # -- engine access ------------------------------------------------------------------------
 
     def make_engine(self, num_envs: int) -> Engine:
-        """A batched engine of ``num_envs`` copies of this environment."""
-        return Engine(
+        """A batched engine of ``num_envs`` copies of this environment, under its current rules."""
+        engine = Engine(
             self.width, self.height, self.agent_configs, self.rules, self.generate, num_envs
         )
+        engine.generate = partial(self._generate_episode, engine)
+        return engine
 
     def observation_space(self, agent: str) -> spaces.Space:
         return self.observation_spaces[self._check_agent(agent)]

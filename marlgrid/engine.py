@@ -19,9 +19,16 @@ streak            (N, K) int64           consecutive correct goal-cycle entries
 step_count        (N,) int64             steps taken this episode
 rng               (N,) uint64            per-env splitmix64 state for in-step randomness
 started           (N,) bool              the env holds a world (its last reset completed)
+rules_i           (N, N_RULES_I) int64   each env's integer episode rules (Rules.to_arrays)
+rules_f           (N, N_RULES_F) float   each env's float episode rules (float64)
 ================  =====================  ====================================================
 
 Until an env is reset its arrays hold no world: :meth:`Engine.require_started` raises then.
+
+Rules per env: :attr:`Engine.episode_rules` holds the rules of each env's current episode and
+:attr:`Engine.next_rules` those its next episode starts with; :meth:`Engine.reset` moves the
+next rules into the episode and rewrites that env's rows of ``rules_i`` / ``rules_f`` in place
+(the kernels' arguments stay the same arrays). A running episode never changes its rules.
 """
 
 from __future__ import annotations
@@ -61,8 +68,11 @@ class Engine:
     ) -> None:
         self.width, self.height = width, height
         self.agents = [a.with_default_color(i) for i, a in enumerate(agents)]
-        self.rules = rules
         self.generate = generate
+        self.episode_rules: list[Rules] = [rules] * num_envs
+        self.next_rules: list[Rules] = [rules] * num_envs
+        #: while ``generate`` writes an env's world: the rules of the episode it starts
+        self.generating_rules: Rules | None = None
         self.num_envs = n = num_envs
         k = self.num_agents = len(self.agents)
         self.grid = np.zeros((n, width, height, 3), dtype=np.uint8)
@@ -108,7 +118,8 @@ class Engine:
         for i, a in enumerate(self.agents):
             for name in a.hide:
                 self.hide[i, OBJECT_TO_IDX[name]] = True
-        self.rules_i, self.rules_f = rules.to_arrays()
+        rules_i, rules_f = rules.to_arrays()
+        self.rules_i, self.rules_f = np.tile(rules_i, (n, 1)), np.tile(rules_f, (n, 1))
         vmax = max(a.view_size for a in self.agents)
         self.sym = np.zeros((n, k, vmax, vmax, 3), dtype=np.uint8)
         self.vis = np.zeros((n, k, vmax, vmax), dtype=np.bool_)
@@ -288,6 +299,24 @@ class Engine:
         out[x[inside], y[inside]] = True
         return out
 
+    # -- rules --------------------------------------------------------------------------------
+
+    @property
+    def rules(self) -> Rules:
+        """The rules every env's current episode plays under (ValueError when they differ)."""
+        first = self.episode_rules[0]
+        if any(r != first for r in self.episode_rules):
+            raise ValueError(
+                "the envs of this batch play under different rules (a change reaches each env "
+                "at its next reset): read episode_rules[n] for env n"
+            )
+        return first
+
+    def set_next_rules(self, envs: Sequence[int] | np.ndarray, rules: Sequence[Rules]) -> None:
+        """Env ``envs[i]`` starts its next episode with ``rules[i]`` (already checked)."""
+        for n, r in zip(envs, rules, strict=True):
+            self.next_rules[int(n)] = r
+
     # -- reset and step -----------------------------------------------------------------------
 
     def require_started(self, what: str, envs: int | None = None) -> None:
@@ -305,25 +334,35 @@ class Engine:
         self.grid[envs, ..., 0] = EMPTY
         self.spawn_ok[envs] = True
         for i, n in enumerate(envs):
+            rules = self.episode_rules[n] = self.next_rules[n]
+            self.rules_i[n], self.rules_f[n] = rules.to_arrays()
             seed = None if seeds is None else seeds[i]
             if seed is not None:
                 self.np_random[n] = np.random.default_rng(seed)
             rng = self.np_random[n]
-            self.generate(
-                Layout(self.grid[n], self.contents[n], self.cycle_id[n], self.spawn_ok[n], rng)
-            )
+            self.generating_rules = rules
+            try:
+                self.generate(
+                    Layout(self.grid[n], self.contents[n], self.cycle_id[n], self.spawn_ok[n], rng)
+                )
+            finally:
+                self.generating_rules = None
             self.rng[n] = np.uint64(rng.integers(0, 2**63))
-        K.spawn_initial(
-            envs,
-            self.grid,
-            self.spawn_ok,
-            self.pos,
-            self.dirs,
-            self.status,
-            self.rng,
-            self.acfg_i,
-            self.rules.ghost_mode,
-        )
+        # Spawning reads two rules: one call per distinct pair (each env draws from its own rng).
+        spawn_rules = self.rules_i[envs][:, [K.R_GHOST, K.R_SPAWN_DIR]]
+        for ghost, spawn_dir in np.unique(spawn_rules, axis=0):
+            K.spawn_initial(
+                envs[(spawn_rules == (ghost, spawn_dir)).all(axis=1)],
+                self.grid,
+                self.spawn_ok,
+                self.pos,
+                self.dirs,
+                self.status,
+                self.rng,
+                self.acfg_i,
+                bool(ghost),
+                spawn_dir,
+            )
         self.started[envs] = True
 
     def step(self, actions: np.ndarray | None = None) -> None:

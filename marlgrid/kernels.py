@@ -40,10 +40,11 @@ from marlgrid.constants import (
 # Agent status values.
 WAITING, ACTIVE, FINISHED = 0, 1, 2
 
-# Indices into the integer rule vector ``rules_i``.
+# Columns of the integer rules ``rules_i`` (N, N_RULES_I): one row per env.
 R_GHOST, R_RESPAWN, R_MAX_STEPS, R_DECAY, R_N_GOALS, R_INITIAL, R_RESET_MISTAKE = range(7)
-N_RULES_I = 7
-# Indices into the float rule vector ``rules_f``.
+R_PICKUP, R_SPAWN_DIR = 7, 8
+N_RULES_I = 9
+# Columns of the float rules ``rules_f`` (N, N_RULES_F): one row per env.
 R_GOAL_REWARD, R_CYCLE_REWARD, R_PENALTY, R_STREAK_BONUS, R_LAVA_REWARD = range(5)
 N_RULES_F = 5
 
@@ -110,8 +111,9 @@ def agent_color(acfg_i, acfg_f, prestige, n, k):
 
 
 @njit(cache=True)
-def place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k):
-    """Put agent ``k`` of env ``n`` on a random free spawn cell with a random direction.
+def place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k):
+    """Put agent ``k`` of env ``n`` on a random free spawn cell facing ``spawn_dir`` (a random
+    direction when it is negative).
 
     Free means: spawn allowed, the cell empty, and (blocking mode) no active agent on it.
     Returns False when no cell is free; the agent then stays out and retries next step.
@@ -135,7 +137,7 @@ def place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k):
                 if pick == 0:
                     pos[n, k, 0] = x
                     pos[n, k, 1] = y
-                    dirs[n, k] = _rand_below(rng, n, 4)
+                    dirs[n, k] = _rand_below(rng, n, 4) if spawn_dir < 0 else spawn_dir
                     status[n, k] = ACTIVE
                     return True
                 pick -= 1
@@ -143,12 +145,12 @@ def place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k):
 
 
 @njit(cache=True)
-def spawn_initial(envs, grid, spawn_ok, pos, dirs, status, rng, acfg_i, ghost):
+def spawn_initial(envs, grid, spawn_ok, pos, dirs, status, rng, acfg_i, ghost, spawn_dir):
     """Place the agents with no spawn delay in freshly reset ``envs``, in agent order."""
     for n in envs:
         for k in range(status.shape[1]):
             if acfg_i[k, A_SPAWN_DELAY] == 0:
-                place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k)
+                place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k)
 
 
 @njit(cache=True, inline="always")
@@ -226,22 +228,25 @@ def step_envs(
 ):
     """Advance every env one step from its pre-step state; write rewards and done flags.
 
+    Env ``n`` plays under its own rules, rows ``rules_i[n]`` and ``rules_f[n]``.
     ``scratch_b`` (4, K) bool and ``scratch_i`` (5, K) int64 are work space. ``last_reward``
     gets a copy of the rewards (the ``reward`` extra) and ``just_done`` marks agents that
     finished in this step (they keep their last view).
     """
     n_envs, n_agents = actions.shape
-    ghost = rules_i[R_GHOST] != 0
-    respawn = rules_i[R_RESPAWN] != 0
-    max_steps = rules_i[R_MAX_STEPS]
-    n_goals = rules_i[R_N_GOALS]
     # Per-agent scratch rows (no allocation per call): see SCRATCH_ROWS.
     moving, moved, acts, finishing = scratch_b[0], scratch_b[1], scratch_b[2], scratch_b[3]
     tx, ty, fx, fy, prio = scratch_i[0], scratch_i[1], scratch_i[2], scratch_i[3], scratch_i[4]
     for n in range(n_envs):
+        ghost = rules_i[n, R_GHOST] != 0  # each env's own episode rules
+        respawn = rules_i[n, R_RESPAWN] != 0
+        max_steps = rules_i[n, R_MAX_STEPS]
+        n_goals = rules_i[n, R_N_GOALS]
+        can_pickup = rules_i[n, R_PICKUP] != 0
+        spawn_dir = rules_i[n, R_SPAWN_DIR]
         step_count[n] += 1
         t = step_count[n]
-        decay = 1.0 - 0.9 * t / max_steps if rules_i[R_DECAY] != 0 else 1.0
+        decay = 1.0 - 0.9 * t / max_steps if rules_i[n, R_DECAY] != 0 else 1.0
         for k in range(n_agents):
             rewards[n, k] = 0.0
             terminated[n, k] = False
@@ -298,7 +303,7 @@ def step_envs(
             a = actions[n, k]
             typ = grid[n, x, y, 0]
             if a == PICKUP:
-                if carrying[n, k, 0] == 0 and CAN_PICKUP[typ]:
+                if can_pickup and carrying[n, k, 0] == 0 and CAN_PICKUP[typ]:
                     for c in range(3):
                         carrying[n, k, c] = grid[n, x, y, c]
                         carry_contents[n, k, c] = contents[n, x, y, c]
@@ -346,29 +351,29 @@ def step_envs(
                 x, y = pos[n, k, 0], pos[n, k, 1]
                 typ = grid[n, x, y, 0]
                 if typ == GOAL:
-                    r = rules_f[R_GOAL_REWARD] * decay
+                    r = rules_f[n, R_GOAL_REWARD] * decay
                     finishing[k] = True
                 elif typ == LAVA:
-                    r = rules_f[R_LAVA_REWARD]
+                    r = rules_f[n, R_LAVA_REWARD]
                     finishing[k] = True
                 elif typ == CYCLE_TILE:
                     tile = cycle_id[n, x, y]
                     last = cycle_last[n, k]
                     if last < 0:
-                        if rules_i[R_INITIAL] != 0:
-                            r = rules_f[R_CYCLE_REWARD] * decay
+                        if rules_i[n, R_INITIAL] != 0:
+                            r = rules_f[n, R_CYCLE_REWARD] * decay
                         cycle_last[n, k] = tile
                         streak[n, k] = 0
                     elif tile == (last + 1) % n_goals:
                         streak[n, k] += 1
                         r = (
-                            rules_f[R_CYCLE_REWARD] + rules_f[R_STREAK_BONUS] * streak[n, k]
+                            rules_f[n, R_CYCLE_REWARD] + rules_f[n, R_STREAK_BONUS] * streak[n, k]
                         ) * decay
                         cycle_last[n, k] = tile
                     else:
-                        r = -abs(rules_f[R_PENALTY])
+                        r = -abs(rules_f[n, R_PENALTY])
                         streak[n, k] = 0
-                        if rules_i[R_RESET_MISTAKE] != 0:
+                        if rules_i[n, R_RESET_MISTAKE] != 0:
                             cycle_last[n, k] = tile
             rewards[n, k] = r
             p = prestige[n, k] * acfg_f[k, A_BETA]
@@ -379,14 +384,16 @@ def step_envs(
             if finishing[k]:
                 if respawn:
                     status[n, k] = WAITING
-                    if not place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k):
+                    if not place_agent(
+                        grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k
+                    ):
                         status[n, k] = WAITING
                 else:
                     status[n, k] = FINISHED
                     terminated[n, k] = True
         for k in range(n_agents):
             if status[n, k] == WAITING and t >= acfg_i[k, A_SPAWN_DELAY]:
-                place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, n, k)
+                place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k)
 
         # 6. Time limit. Agents that were in play keep their last view for this step.
         for k in range(n_agents):

@@ -147,6 +147,15 @@ def _register_builtin() -> None:
         max_steps=60,
         agent={"view_size": 5},
     )
+    register(
+        "MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0", gc, n_agents=3, **{**canon, "n_goals": 4}
+    )
+    rooms = "marlgrid.envs.four_rooms:FourRoomsEnv"
+    register("MarlGrid-FourRooms-v0", rooms, size=19, n_agents=1)
+    register("MarlGrid-FourRooms-3Agents-v0", rooms, size=19, n_agents=3)
+    maze = "marlgrid.envs.maze:MazeEnv"
+    register("MarlGrid-Maze-13x13-v0", maze, size=13, n_agents=1)
+    register("MarlGrid-Maze-13x13-3Agents-v0", maze, size=13, n_agents=3)
     empty = "marlgrid.envs.empty:EmptyEnv"
     register("MarlGrid-Empty-5x5-v0", empty, size=5, n_agents=1)
     register("MarlGrid-Empty-8x8-v0", empty, size=8, n_agents=1)
@@ -158,6 +167,23 @@ def _register_builtin() -> None:
     dk = "marlgrid.envs.door_key:DoorKeyEnv"
     register("MarlGrid-DoorKey-8x8-v0", dk, size=8, n_agents=1)
     register("MarlGrid-DoorKey-8x8-2Agents-v0", dk, size=8, n_agents=2)
+    memory = "marlgrid.envs.memory:MemoryEnv"
+    for size in (7, 9, 11, 13, 17):
+        register(f"MarlGrid-MemoryS{size}-v0", memory, size=size, n_agents=1)
+    for size in (13, 17):
+        register(
+            f"MarlGrid-MemoryS{size}Random-v0", memory, size=size, n_agents=1, random_length=True
+        )
+    for size in (7, 11):  # T-mazes: the cue alone names the side; seen once, from the start cell
+        register(
+            f"MarlGrid-MemoryS{size}TMaze-v0",
+            memory,
+            size=size,
+            n_agents=1,
+            shuffle_ends=False,
+            start="cue",
+            agent={"view_size": 3},
+        )
 
 
 _register_builtin()

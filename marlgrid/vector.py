@@ -7,6 +7,7 @@ observations into their own rollout storage need no copy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,8 +15,9 @@ from gymnasium import spaces
 
 from marlgrid import kernels as K
 from marlgrid.base import ActionError, MarlGridEnv
-from marlgrid.config import check_int
+from marlgrid.config import ConfigError, check_int
 from marlgrid.engine import Engine
+from marlgrid.rules import Rules
 
 
 def stack_agents(obs: dict[str, Any], agents: list[str]) -> Any:
@@ -46,6 +48,8 @@ class VectorEnv:
       per-agent returns ``"r"`` and lengths ``"l"``, valid where ``infos["_episode"]``.
     * ``infos["active"]`` is ``(num_envs, num_agents)`` bool: agents in play after the step.
     * ``step`` before the first ``reset`` raises :class:`marlgrid.base.ActionError`.
+    * Rules are per env: :meth:`set_rules` changes them for all envs or some, each taking the
+      change at its next reset (same-step autoresets included); a running episode keeps its own.
     """
 
     def __init__(self, template: MarlGridEnv, num_envs: int) -> None:
@@ -67,6 +71,45 @@ class VectorEnv:
     def engine(self) -> Engine:
         """The batched :class:`marlgrid.engine.Engine` holding every env's state; read-only."""
         return self._engine
+
+    # -- rules --------------------------------------------------------------------------------
+
+    @property
+    def episode_rules(self) -> list[Rules]:
+        """The rules of each env's current episode (a new list)."""
+        return list(self._engine.episode_rules)
+
+    @property
+    def next_rules(self) -> list[Rules]:
+        """The rules each env's next episode starts with (a new list)."""
+        return list(self._engine.next_rules)
+
+    def set_rules(self, envs: int | Sequence[int] | None = None, **changes: Any) -> None:
+        """Change rules of ``envs`` (all by default) from each one's next episode on.
+
+        ``changes`` are :class:`Rules` fields, e.g. ``vec.set_rules(penalty=1.0)``, checked by
+        ``Rules`` and the template's :meth:`~marlgrid.base.MarlGridEnv.check_rules` (a bad
+        one raises :class:`ConfigError` and changes nothing). Changes add up until the reset.
+        """
+        rows = self._env_rows(envs)
+        engine = self._engine
+        new = [engine.next_rules[n].replace(**changes) for n in rows]
+        for rules in dict.fromkeys(new):
+            self.template.check_rules(rules)
+        engine.set_next_rules(rows, new)
+
+    def _env_rows(self, envs: int | Sequence[int] | None) -> list[int]:
+        if envs is None:
+            return list(range(self.num_envs))
+        many = isinstance(envs, Sequence | np.ndarray) and not isinstance(envs, str)
+        rows = list(envs) if many else [envs]
+        try:
+            return [check_int("envs entry", n, 0, self.num_envs - 1) for n in rows]
+        except ConfigError:
+            raise ConfigError(
+                f"envs must be None (every env) or env indices in [0, {self.num_envs}), "
+                f"got {envs!r}"
+            ) from None
 
     # -- spaces -------------------------------------------------------------------------------
 

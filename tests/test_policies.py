@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 
 import marlgrid
-from marlgrid.policies import act, make_policy, run_episode, scripted_action
+from marlgrid.config import ConfigError
+from marlgrid.policies import CycleKnowledge, act, make_policy, run_episode, scripted_action
 
 ENV_ID = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+EPISODES = 300  # agent-episodes per estimate
 
 
 def test_oracle_never_errs_and_collects_steadily():
@@ -132,3 +136,126 @@ def test_discoverer_pickles():
     policy.scripted_actions(env.engine, 0)
     copy = pickle.loads(pickle.dumps(policy))
     assert copy.scripted_actions(env.engine, 0).shape == (1,)
+
+
+# -- the ideal discoverer ------------------------------------------------------------------------
+
+
+def test_knowledge_rules_out_known_predecessors_and_early_closing():
+    known = CycleKnowledge(4)
+    assert known.candidates().tolist() == [0, 1, 2, 3]
+    known.learn(0, 1.0)  # the first tile starts the cycle
+    assert known.candidates().tolist() == [1, 2, 3]
+    known.learn(2, -1.5)  # 0 -> 2 is wrong
+    assert known.candidates().tolist() == [1, 3]
+    known.learn(1, 1.0)  # 0 -> 1: now 1's successor, neither 0 (the chain's start) nor 1
+    assert known.candidates().tolist() == [2, 3]
+    known.learn(3, -1.5)  # 1 -> 3 is wrong: 1 -> 2 -> 3 -> 0 follows, nothing left to try
+    assert known.succ.tolist() == [1, 2, 3, 0]
+    assert known.candidates().tolist() == [2]
+    known.learn(2, 1.0)
+    known.learn(3, 1.0)
+    assert known.candidates().tolist() == [0]  # the chain covers all tiles: it may close
+
+
+def test_knowledge_infers_a_forced_successor_after_restarts():
+    known = CycleKnowledge(4)
+    known.learn(0, 1.0)
+    known.learn(2, -1.5, reset_on_mistake=True)  # 0 -> 2 wrong; the cycle restarts at 2
+    assert known.candidates().tolist() == [0, 1, 3]
+    known.learn(0, 1.0, reset_on_mistake=True)  # 2 -> 0
+    known.learn(3, -1.5, reset_on_mistake=True)  # 0 -> 3 wrong, so 0 -> 1; restart at 3
+    # 3 can only precede 2 (0 and 1 have predecessors, 3 cannot follow itself): all is known
+    assert known.succ.tolist() == [1, 3, 0, 2]
+    assert known.candidates().tolist() == [2]
+
+
+@cache
+def _play(name: str, n_agents: int, n_goals: int, epsilon: float = 0.0) -> tuple:
+    """Per agent-episode penalties and returns of ``name`` on the canonical task's map."""
+    num_envs = EPISODES // n_agents
+    vec = marlgrid.make_vec(ENV_ID, num_envs=num_envs, n_agents=n_agents, n_goals=n_goals)
+    vec.reset(seed=1000 * n_goals + n_agents)
+    policy = make_policy(name, 0, epsilon=epsilon)
+    penalties = np.zeros((num_envs, n_agents))
+    returns = np.zeros((num_envs, n_agents))
+    for _ in range(vec.template.max_steps):  # exactly one episode in every env
+        actions = np.stack([policy.scripted_actions(vec.engine, k) for k in range(n_agents)], 1)
+        _, rewards, *_ = vec.step(actions)
+        penalties += rewards < 0
+        returns += rewards
+    return penalties.ravel(), returns.ravel()
+
+
+@pytest.mark.parametrize("n_agents", [1, 3])
+@pytest.mark.parametrize(
+    ("n_goals", "mean", "tolerance", "worst"),
+    [(3, 0.5, 0.15, 1), (4, 1.5, 0.3, 3)],  # (n-1)(n-2)/4 on average, (n-1)(n-2)/2 at worst
+)
+def test_discoverer_pays_the_ideal_number_of_penalties(n_agents, n_goals, mean, tolerance, worst):
+    penalties, _ = _play("discoverer", n_agents, n_goals)
+    assert len(penalties) == EPISODES
+    assert abs(penalties.mean() - mean) <= tolerance
+    assert penalties.max() <= worst  # it never tries a tile twice, nor one ruled out
+
+
+def test_discoverer_returns_stay_within_two_of_the_oracle():
+    _, oracle = _play("oracle", 1, 3)
+    _, discoverer = _play("discoverer", 1, 3)
+    assert 0 < oracle.mean() - discoverer.mean() <= 2.0
+
+
+# -- epsilon-noisy experts -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "0.1", True, float("nan")])
+def test_epsilon_is_checked(bad):
+    with pytest.raises(ConfigError, match=r"epsilon must be"):
+        make_policy("oracle", epsilon=bad)
+
+
+@pytest.mark.parametrize("restrict", [False, True])
+def test_epsilon_replaces_that_share_of_actions_with_uniform_ones(restrict):
+    vec = marlgrid.make_vec(ENV_ID, num_envs=64, agent={"restrict_actions": restrict})
+    vec.reset(seed=0)
+    clean, noisy = make_policy("oracle"), make_policy("oracle", 3, epsilon=0.25)
+    n_actions = 3 if restrict else 7
+    differ, largest = 0, 0
+    for _ in range(100):
+        planned = np.stack([clean.scripted_actions(vec.engine, k) for k in range(3)], axis=1)
+        taken = noisy.scripted_actions(vec.engine, 0)
+        differ += (taken != planned[:, 0]).sum()
+        largest = max(largest, taken.max())
+        vec.step(planned)
+    # a random action equals the planned one with chance 1 / n_actions
+    assert differ / 6400 == pytest.approx(0.25 * (1 - 1 / n_actions), abs=0.03)
+    assert largest == n_actions - 1  # every action can be drawn, and no other
+
+
+def test_noisy_policies_are_seeded_per_agent_and_pickle():
+    import pickle
+
+    env = marlgrid.make(ENV_ID, n_agents=2, max_steps=80)
+    for name in ("oracle", "discoverer"):
+        shared = make_policy(name, 5, epsilon=0.3)
+        together = run_episode(env, dict.fromkeys(env.possible_agents, shared), seed=1)
+        apart = {a: make_policy(name, 5, epsilon=0.3) for a in env.possible_agents}
+        assert together == run_episode(env, apart, seed=1)
+        assert pickle.loads(pickle.dumps(shared)).epsilon == 0.3
+
+
+def test_scripted_roles_take_epsilon():
+    pytest.importorskip("torch")
+    from marlgrid.agents.ppo import PPOConfig
+    from marlgrid.agents.roles import build_groups, resolve_roles, role_identity
+
+    vec = marlgrid.make_vec(ENV_ID, num_envs=2)
+    roles = {"agent_0": {"kind": "scripted", "policy": "discoverer", "epsilon": 0.2}}
+    resolved = resolve_roles(roles, vec.possible_agents, ["main"])
+    _, scripted = build_groups(resolved, vec, {"main": PPOConfig()}, seed=0)
+    assert scripted["agent_0"].epsilon == 0.2
+    assert role_identity(resolved["agent_0"])["epsilon"] == 0.2
+    assert "epsilon" not in role_identity(resolved["agent_1"])  # identities from before stay
+    bad = {"agent_0": {"kind": "scripted", "policy": "oracle", "epsilon": 2}}
+    with pytest.raises(ConfigError, match=r"epsilon of agent_0 must be in \[0, 1\], got 2"):
+        resolve_roles(bad, vec.possible_agents, ["main"])

@@ -43,7 +43,8 @@ class GoalCycleEnv(MarlGridEnv):
 
     ## Registered Configurations
     ``MarlGrid-GoalCycle-13x13-3Agents-v0`` (the canonical task, :data:`CANONICAL`),
-    ``MarlGrid-GoalCycle-13x13-v0`` (1 agent), ``MarlGrid-GoalCycle-7x7-v0`` (small, 1 agent).
+    ``MarlGrid-GoalCycle-13x13-v0`` (1 agent), ``MarlGrid-GoalCycle-7x7-v0`` (small, 1 agent),
+    ``MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0`` (the canonical task with 4 tiles, for transfer).
     """
 
     def __init__(
