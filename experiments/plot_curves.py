@@ -10,46 +10,13 @@ the random and oracle scripted policies (single agent) and draws their mean retu
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
 
+from marlgrid.analysis.curves import CurveError, read_curve, smooth
 
-class CurveError(ValueError):
-    """A run directory or metric that cannot be plotted; the message says why."""
-
-
-def read_curve(run_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """Steps and values of ``metric`` in ``run_dir/metrics.csv`` (rows without it skipped).
-
-    Raises :class:`CurveError` when the run has no ``metrics.csv`` or no column ``metric``
-    (naming the available ones).
-    """
-    path = run_dir / "metrics.csv"
-    if not run_dir.is_dir():
-        raise CurveError(f"run directory {run_dir} does not exist")
-    if not path.is_file():
-        raise CurveError(f"{run_dir} is not a run directory: it has no metrics.csv")
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        columns = [c for c in (reader.fieldnames or []) if c != "step"]
-        if metric not in columns:
-            raise CurveError(
-                f"metric {metric!r} is not in {path}; available metrics: {sorted(columns)}"
-            )
-        rows = [r for r in reader if r.get(metric) not in (None, "", "nan")]
-    steps = np.array([float(r["step"]) for r in rows])
-    values = np.array([float(r[metric]) for r in rows])
-    return steps, values
-
-
-def smooth(values: np.ndarray, window: int) -> np.ndarray:
-    if window <= 1 or len(values) < window:
-        return values
-    kernel = np.ones(window) / window
-    head = np.cumsum(values[: window - 1]) / np.arange(1, window)
-    return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
+__all__ = ["CurveError", "main", "read_curve", "scripted_baselines", "smooth"]
 
 
 def scripted_baselines(env_id: str, settings: dict, episodes: int = 50) -> dict[str, float]:

@@ -1,0 +1,84 @@
+"""Learning curves from ``metrics.csv``: reading, smoothing and aligning on a step grid."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+#: a curve: the logged steps (increasing) and the metric's values at them
+Curve = tuple[np.ndarray, np.ndarray]
+
+
+class AnalysisError(ValueError):
+    """Runs, metrics or settings that cannot be aggregated; the message says why."""
+
+
+class CurveError(AnalysisError):
+    """A run directory or metric that cannot be read; the message says why."""
+
+
+def metric_columns(run_dir: Path) -> list[str]:
+    """The metric columns of ``run_dir/metrics.csv`` (``step`` left out), in file order."""
+    path = run_dir / "metrics.csv"
+    if not run_dir.is_dir():
+        raise CurveError(f"run directory {run_dir} does not exist")
+    if not path.is_file():
+        raise CurveError(f"{run_dir} is not a run directory: it has no metrics.csv")
+    with path.open(newline="") as f:
+        header = next(csv.reader(f), [])
+    return [c for c in header if c != "step"]
+
+
+def read_curve(run_dir: Path, metric: str) -> Curve:
+    """Steps and values of ``metric`` in ``run_dir/metrics.csv`` (rows without it skipped).
+
+    Raises :class:`CurveError` when the run has no ``metrics.csv`` or no column ``metric``
+    (naming the available ones).
+    """
+    columns = metric_columns(run_dir)
+    path = run_dir / "metrics.csv"
+    if metric not in columns:
+        shown = sorted(columns)
+        raise CurveError(f"metric {metric!r} is not in {path}; available metrics: {shown}")
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get(metric) not in (None, "", "nan")]
+    steps = np.array([float(r["step"]) for r in rows])
+    values = np.array([float(r[metric]) for r in rows])
+    return steps, values
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over ``window`` values (the first ones average what there is)."""
+    if window <= 1 or len(values) < window:
+        return values
+    kernel = np.ones(window) / window
+    head = np.cumsum(values[: window - 1]) / np.arange(1, window)
+    return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
+
+
+def step_grid(curves: Sequence[Curve], points: int) -> np.ndarray:
+    """A step grid shared by ``curves``: every step any of them logged when there are no more
+    than ``points`` such steps, else ``points`` evenly spaced steps from the earliest first step
+    to the latest last step."""
+    if points < 2:
+        raise AnalysisError(f"grid points must be >= 2, got {points}")
+    logged = [steps for steps, _ in curves if len(steps)]
+    if not logged:
+        raise AnalysisError("no curve has any logged value")
+    union = np.unique(np.concatenate(logged)).astype(float)
+    if len(union) <= points:
+        return union
+    return np.linspace(float(union[0]), float(union[-1]), points)
+
+
+def align(curves: Sequence[Curve], grid: np.ndarray) -> np.ndarray:
+    """``(runs, len(grid))``: each curve linearly interpolated onto ``grid``; NaN before a run's
+    first and after its last logged step (no extrapolation)."""
+    out = np.full((len(curves), len(grid)), np.nan)
+    for i, (steps, values) in enumerate(curves):
+        if len(steps):
+            out[i] = np.interp(grid, steps, values, left=np.nan, right=np.nan)
+    return out
