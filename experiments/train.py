@@ -4,6 +4,7 @@
     python experiments/train.py agent=ppo_gru env=goal_cycle_13x13 seed=3
     python experiments/train.py agent=drqn                      # recurrent DQN instead of PPO
     python experiments/train.py env.settings.penalty=0.5        # any env setting, no '+' needed
+    python experiments/train.py curriculum=penalty_anneal       # penalty 0 -> 1.5 over 200k steps
     python experiments/train.py -m agent.lr=0.001,0.0003 hydra/launcher=joblib    # a sweep
 
 Run directories are named by the overrides that define the run, then the seed:

@@ -234,6 +234,25 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
     assert len(list_checkpoints(tmp_path / "checkpoints")) == 3
 
 
+def test_checkpoint_without_a_newer_setting_resumes_at_its_default(tmp_path):
+    """A run checkpointed before a learner setting existed resumes while it stays default."""
+    from marlgrid.agents.checkpoint import first_difference
+    from marlgrid.agents.train_config import identity, identity_defaults
+
+    cfg = _tiny_config()
+    now, defaults = identity(cfg), identity_defaults(cfg)
+    old = copy.deepcopy(now)
+    del old["learners"]["main"]["network"]["bag_dim"]  # as written before bag_dim existed
+    assert first_difference(old, now, defaults=defaults) is None
+    assert first_difference(old, now) == ("learners.main.network.bag_dim", None, 128)
+    cfg.agent.network.bag_dim = 64
+    assert first_difference(old, identity(cfg), defaults=defaults) == (
+        "learners.main.network.bag_dim",
+        128,
+        64,
+    )
+
+
 def test_checkpoint_of_another_format_is_refused(tmp_path):
     train(_tiny_config(), tmp_path)
     last = list_checkpoints(tmp_path / "checkpoints")[-1]

@@ -13,6 +13,16 @@ PPO speed").
 
     python experiments/benchmarks/ppo_speed.py --json experiments/results/ppo_speed.json
     python experiments/benchmarks/ppo_speed.py --only ours_lstm ppo --envs cartpole
+    python experiments/benchmarks/ppo_speed.py --envs canonical --presets ppo_lstm ppo_lstm_fast
+
+``--envs canonical`` is the train loop on the canonical 3-agent task: agent presets of
+``conf/agent/`` (``--presets``; today's default ``ppo_lstm`` first, ratios are against it) composed
+with ``env=goal_cycle_13x13_3agents`` exactly as ``experiments/train.py`` composes them, driven
+by the rollout loop with the trainer's roles (one learner for the three agents), timed in turns
+like the other lines. Its rate is agent-steps (env steps x 3) per wall-clock second of the whole
+loop, rollout + update, with CPU-seconds beside it and a breakdown of each update: env stepping,
+acting forward, recording (buffer writes and bootstrap values), social metrics, the rest of the
+rollout, refreshes, optimizer steps and the rest of the update (minibatch forward and backward).
 
 Lines (``--only``): ``ours_lstm``, ``ours_lstm_norefresh``, ``ours_gru``, ``ours_gru_norefresh``
 (marlgrid.agents.ppo.PPO driven by the rollout loop, marlgrid.agents.rollout.MultiAgentRollout;
@@ -39,13 +49,19 @@ import numpy as np
 OURS = ("ours_lstm", "ours_lstm_norefresh", "ours_gru", "ours_gru_norefresh")
 PEERS = ("rppo", "rppo_shared", "ppo")
 LINES = OURS + PEERS
-ENVS = ("cartpole", "marlgrid")
+ENVS = ("cartpole", "marlgrid", "canonical")
+PEER_ENVS = ENVS[:2]  # the envs of the learner-against-peers lines
 MARLGRID_ID = "MarlGrid-GoalCycle-7x7-v0"  # 1 agent, 5x5 symbolic view, 60-step episodes
 FEATURES_DIM = 128  # marlgrid: width of the observation features fed to the memory / MLP
 TARGET_VS_RPPO = 10.0  # ours >= 10x RecurrentPPO
 TARGET_VS_PPO = 0.5  # ours >= 0.5x PPO
 TARGET_REFRESH = 0.25  # refreshing every 2 minibatches adds <= 25% to update time
 TARGET_REFRESH_VS_PASS = 1.3  # one refresh <= 1.3x one bare inference pass over the rollout
+CANONICAL_ENV = "goal_cycle_13x13_3agents"  # conf/env: MarlGrid-GoalCycle-13x13-3Agents-v0, 8 envs
+CANONICAL_PRESETS = ("ppo_lstm", "ppo_lstm_fast")  # conf/agent; the first is the reference
+TARGET_CANONICAL = 4000.0  # agent-steps per second (wall) of the whole train loop, 2 cores
+#: the phases of one update of the train loop, in report order
+PHASES = ("env", "act", "record", "social", "rollout_rest", "refresh", "optimizer", "update_rest")
 
 
 @dataclass
@@ -392,6 +408,246 @@ def record(res: Result, steps: int, acc: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# Train loop on the canonical 3-agent task (``--envs canonical``)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoopResult:
+    """One agent preset's train loop: the best timed segment (by wall rate), all segments kept."""
+
+    spec: str  # preset name, then any Hydra overrides: "ppo_lstm_fast,torch_threads=2"
+    status: str = "ok"
+    reason: str = ""
+    agent_steps: int = 0  # per timed segment (env steps x agents)
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds, best segment
+    updates: int = 0
+    refreshes: int = 0
+    torch_threads: int = 1
+    update_threads: int = 0
+    params: int = 0
+    setup_s: float = 0.0
+    repeats: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def sps_wall(self) -> float:
+        return self.agent_steps / self.wall_s if self.wall_s else float("nan")
+
+    @property
+    def sps_cpu(self) -> float:
+        return self.agent_steps / self.cpu_s if self.cpu_s else float("nan")
+
+
+def compose_train(overrides: list[str]) -> Any:
+    """The :class:`TrainConfig` ``experiments/train.py`` would run with these overrides."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import experiments.train  # noqa: F401  (registers the config schemas)
+
+    with initialize_config_dir(os.path.join(root, "conf"), version_base="1.3"):
+        return OmegaConf.to_object(compose("train", overrides=overrides))
+
+
+class PhaseTimer:
+    """Wall seconds spent inside wrapped callables, by phase."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+
+    def wrap(self, phase: str, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[phase] += time.perf_counter() - t0
+
+        return timed
+
+    def take(self) -> dict[str, float]:
+        out, self.seconds = self.seconds, dict.fromkeys(PHASES, 0.0)
+        return out
+
+
+class TrainLoop:
+    """An agent preset training on the canonical task: the env, roles and learner built as the
+    trainer builds them, the loop of :meth:`Trainer._iterate
+    <marlgrid.agents.trainer.Trainer._iterate>` (rollout steps, then the update when ready),
+    with the phases of each update timed by wrappers on the env, learner and optimizer."""
+
+    def __init__(self, spec: str, warmup: int) -> None:
+        import torch
+
+        import marlgrid
+        from marlgrid.agents.roles import build_groups, resolve_roles
+        from marlgrid.agents.rollout import MultiAgentRollout
+        from marlgrid.agents.train_config import iteration_steps, learner_configs
+
+        self.res = LoopResult(spec)
+        t0 = time.perf_counter()
+        preset, *extra = spec.split(",")
+        cfg = compose_train([f"env={CANONICAL_ENV}", f"agent={preset}", *extra])
+        configs = learner_configs(cfg)
+        self.threads = cfg.torch_threads
+        torch.set_num_threads(self.threads)
+        vec = marlgrid.make_vec(cfg.env.id, cfg.env.num_envs, **cfg.env.settings)
+        roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
+        groups, scripted = build_groups(roles, vec, configs, cfg.seed)
+        group = next(g for g in groups if g.train)
+        self.learner: Any = group.learner
+        self.steps = iteration_steps(cfg)
+        if self.steps != getattr(self.learner.cfg, "num_steps", None):
+            raise ValueError(f"{spec}: iteration_steps must equal agent.num_steps to time updates")
+        self.per_update = self.steps * cfg.env.num_envs * len(group.agents)  # agent-steps
+        self.res.torch_threads = self.threads
+        self.res.update_threads = int(getattr(self.learner.cfg, "update_threads", 0) or 0)
+        self.res.params = sum(p.numel() for p in self.learner.net.parameters())
+        self.rollout = MultiAgentRollout(vec, groups, scripted, seed=cfg.seed)
+        self.timer = timer = PhaseTimer()
+        vec.step = timer.wrap("env", vec.step)
+        learner = self.learner
+        learner.act = timer.wrap("act", learner.act)
+        learner.record = timer.wrap("record", learner.record)
+        learner.refresh = timer.wrap("refresh", learner.refresh)
+        learner.optimizer.step = timer.wrap("optimizer", learner.optimizer.step)
+        if self.rollout.social is not None:
+            social = self.rollout.social
+            social.observe = timer.wrap("social", social.observe)
+            social.record = timer.wrap("social", social.record)
+        for _ in range(warmup):
+            self.one_update()
+        self.timer.take()
+        self.res.setup_s = time.perf_counter() - t0
+
+    def one_update(self) -> tuple[Clock, Clock, int]:
+        """Rollout and update; returns their clocks and the refreshes done."""
+        start = Clock.now()
+        self.rollout.collect(self.steps)
+        mid = Clock.now()
+        assert self.learner.ready()
+        metrics = self.learner.update(0.5)
+        return mid.since(start), Clock.now().since(mid), int(metrics.get("charts/refreshes", 0))
+
+    def segment(self, updates: int) -> None:
+        import torch
+
+        torch.set_num_threads(self.threads)  # the lines run in turns in one process
+        rollout, update, refreshes = Clock(), Clock(), 0
+        for _ in range(updates):
+            r, u, n = self.one_update()
+            rollout.add(r)
+            update.add(u)
+            refreshes += n
+        sec = self.timer.take()
+        sec["rollout_rest"] = rollout.wall - sec["env"] - sec["act"] - sec["record"] - sec["social"]
+        sec["update_rest"] = update.wall - sec["refresh"] - sec["optimizer"]
+        res, steps = self.res, self.per_update * updates
+        rep = {
+            "agent_steps": steps,
+            "wall_s": rollout.wall + update.wall,
+            "cpu_s": rollout.cpu + update.cpu,
+            "rollout_wall_s": rollout.wall,
+            "update_wall_s": update.wall,
+            "refreshes": refreshes,
+            "phases_s": sec,
+        }
+        rep["sps_wall"], rep["sps_cpu"] = steps / rep["wall_s"], steps / rep["cpu_s"]
+        res.repeats.append(rep)
+        if not res.wall_s or rep["sps_wall"] > res.sps_wall:
+            res.agent_steps, res.wall_s, res.cpu_s, res.phases = (
+                steps,
+                rep["wall_s"],
+                rep["cpu_s"],
+                sec,
+            )
+            res.updates, res.refreshes = updates, refreshes
+
+
+def run_canonical(specs: list[str], updates: int, repeats: int, warmup: int) -> list[LoopResult]:
+    """Build and warm up every preset's loop, then time them in turns."""
+    loops: list[TrainLoop] = []
+    results: list[LoopResult] = []
+    for spec in specs:
+        print(f"  canonical/{spec}: setup and {warmup} warm-up update(s)", flush=True)
+        try:
+            loops.append(TrainLoop(spec, warmup))
+        except Exception as exc:  # noqa: BLE001 - report and go on with the other presets
+            results.append(LoopResult(spec, "ERROR", f"{type(exc).__name__}: {exc}"))
+    for rep in range(repeats):
+        for loop in loops:
+            if loop.res.status != "ok":
+                continue
+            print(
+                f"  canonical/{loop.res.spec}: segment {rep + 1}, {updates} update(s)", flush=True
+            )
+            try:
+                loop.segment(updates)
+            except Exception as exc:  # noqa: BLE001
+                loop.res.status, loop.res.reason = "ERROR", f"{type(exc).__name__}: {exc}"
+    by_spec = {r.spec: r for r in [*results, *(loop.res for loop in loops)]}
+    return [by_spec[s] for s in specs]
+
+
+def canonical_rows(results: list[LoopResult]) -> list[dict[str, Any]]:
+    """Each preset against the first (the same run) and against the 4k target."""
+    ok = [r for r in results if r.status == "ok" and r.repeats]
+    rows: list[dict[str, Any]] = []
+    if not ok:
+        return rows
+    ref = ok[0]
+    for r in ok:
+        rows.append(
+            {
+                "spec": r.spec,
+                "agent_steps_per_s": r.sps_wall,
+                "agent_steps_per_cpu_s": r.sps_cpu,
+                "vs_first_wall": r.sps_wall / ref.sps_wall,
+                "vs_first_cpu": r.sps_cpu / ref.sps_cpu,
+                "target": f">= {TARGET_CANONICAL:,.0f} agent-steps/s",
+                "verdict": verdict(r.sps_wall, TARGET_CANONICAL),
+            }
+        )
+    return rows
+
+
+def print_canonical(results: list[LoopResult], rows: list[dict[str, Any]]) -> None:
+    print(f"train loop on {CANONICAL_ENV} (agent-steps = env steps x 3; best segment by wall rate)")
+    head = (
+        f"{'preset':34s} {'ag-steps/s':>10s} {'/CPU-s':>8s} {'x first':>7s} {'threads':>7s} "
+        f"{'params':>8s} {'verdict':>7s}"
+    )
+    print(head)
+    print("-" * len(head))
+    by = {row["spec"]: row for row in rows}
+    for r in results:
+        if r.status != "ok" or r.spec not in by:
+            print(f"{r.spec:34s} {r.status}: {r.reason}")
+            continue
+        row = by[r.spec]
+        threads = f"{r.torch_threads}/{r.update_threads or r.torch_threads}"
+        print(
+            f"{r.spec:34s} {r.sps_wall:10,.0f} {r.sps_cpu:8,.0f} {row['vs_first_wall']:6.2f}x "
+            f"{threads:>7s} {r.params:8,d} {row['verdict']:>7s}"
+        )
+    print("threads: torch threads while acting / during the update")
+    print()
+    print("ms per update (best segment):")
+    print(f"{'preset':34s} " + " ".join(f"{p:>12s}" for p in (*PHASES, "total")))
+    for r in results:
+        if r.status == "ok" and r.updates:
+            ms = [r.phases[p] / r.updates * 1e3 for p in PHASES]
+            cells = " ".join(f"{v:12.1f}" for v in [*ms, sum(ms)])
+            print(f"{r.spec:34s} {cells}")
+    print()
+
+
+# --------------------------------------------------------------------------------------------------
 # Report
 # --------------------------------------------------------------------------------------------------
 
@@ -421,7 +677,7 @@ def ratios(results: list[Result]) -> list[dict[str, Any]]:
             }
         )
 
-    for env in ENVS:
+    for env in PEER_ENVS:
         for line in OURS:
             ours = by.get((env, line))
             if ours is None:
@@ -534,6 +790,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=Settings.hidden)
     p.add_argument("--chunk-len", type=int, default=Settings.chunk_len)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--presets",
+        nargs="+",
+        default=list(CANONICAL_PRESETS),
+        help="canonical: agent presets, each optionally with Hydra overrides after commas "
+        "(ppo_lstm_fast,torch_threads=2); the first is the reference",
+    )
+    p.add_argument(
+        "--loop-updates", type=int, default=4, help="canonical: updates per timed segment"
+    )
     p.add_argument("--json", default=None, help="also write the results here")
     return p.parse_args(argv)
 
@@ -554,12 +820,18 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
     )
     per_update = s.num_envs * s.num_steps
-    print(
-        f"settings: {asdict(s)} (batch_size {s.batch_size}); 1 torch thread; "
-        f"{args.warmup} warm-up update(s), then {args.repeats} timed segment(s) per line"
-    )
+    if set(args.envs) & set(PEER_ENVS):
+        print(
+            f"settings: {asdict(s)} (batch_size {s.batch_size}); 1 torch thread; "
+            f"{args.warmup} warm-up update(s), then {args.repeats} timed segment(s) per line"
+        )
     results: list[Result] = []
+    loops: list[LoopResult] = []
     for env in args.envs:
+        if env == "canonical":
+            loops = run_canonical(args.presets, args.loop_updates, args.repeats, args.warmup)
+            torch.set_num_threads(1)
+            continue
         lines: list[Line] = []
         for name in args.only:  # build and warm up every line, then time them in turns
             print(f"  {env}/{name}: setup and {args.warmup} warm-up update(s)", flush=True)
@@ -590,7 +862,12 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: (ENVS.index(r.env), order[r.line]))
     print()
     rows = ratios(results)
-    print_report(results, rows)
+    if results:
+        print_report(results, rows)
+    loop_rows = canonical_rows(loops)
+    if loops:
+        print()
+        print_canonical(loops, loop_rows)
     if args.json:
         out = {
             "settings": asdict(s),
@@ -616,6 +893,14 @@ def main(argv: list[str] | None = None) -> int:
                 for r in results
             ],
             "ratios": rows,
+            "canonical": {
+                "env": CANONICAL_ENV,
+                "updates_per_segment": args.loop_updates,
+                "results": [
+                    {**asdict(r), "sps_wall": r.sps_wall, "sps_cpu": r.sps_cpu} for r in loops
+                ],
+                "rows": loop_rows,
+            },
         }
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

@@ -22,7 +22,8 @@ class Callback:
     """Base class: every hook does nothing; override the ones you need."""
 
     def on_training_start(self, trainer: Trainer) -> None:
-        """Before the first iteration (also after a resume)."""
+        """Before the envs are first reset and the first iteration runs (also after a resume):
+        env rules set here (``trainer.vec.set_rules``) hold from the first episodes on."""
 
     def on_rollout_end(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         """After an iteration's steps and updates; ``metrics`` may be extended before logging."""

@@ -65,12 +65,18 @@ def list_checkpoints(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
 
 
-def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -> dict[str, Any]:
+def load_checkpoint(
+    path: Path,
+    expected_config: dict[str, Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Load a checkpoint with ``torch.load(weights_only=True)``.
 
     With ``expected_config``, the settings that shape the networks and the task must match the
     ones the checkpoint was written with; otherwise :class:`CheckpointError` names the first
-    difference. The file is never modified.
+    difference. A setting the checkpoint does not record (one added to marlgrid since) counts
+    as its value in ``defaults`` (the same layout), so older runs still resume while they use
+    it at its default. The file is never modified.
     """
     path = Path(path)
     try:
@@ -96,7 +102,7 @@ def load_checkpoint(path: Path, expected_config: dict[str, Any] | None = None) -
             "Retrain, or use another run name (name=...) or resume=false to start over"
         )
     if expected_config is not None:
-        diff = first_difference(payload.get("identity", {}), expected_config)
+        diff = first_difference(payload.get("identity", {}), expected_config, defaults=defaults)
         if diff is not None:
             key, saved, now = diff
             raise CheckpointError(
@@ -134,11 +140,18 @@ def _without_hint(message: str) -> str:
     return " ".join(kept) or "unreadable pickle data"
 
 
-def first_difference(saved: Any, now: Any, prefix: str = "") -> tuple[str, Any, Any] | None:
-    """The first differing key of two nested dicts, as ``(dotted.key, saved, now)``."""
+def first_difference(
+    saved: Any, now: Any, prefix: str = "", defaults: Any = None
+) -> tuple[str, Any, Any] | None:
+    """The first differing key of two nested dicts, as ``(dotted.key, saved, now)``.
+
+    A key missing from ``saved`` takes its value from ``defaults`` (same nesting) when given.
+    """
     if isinstance(saved, dict) and isinstance(now, dict):
+        defaults = defaults if isinstance(defaults, dict) else {}
         for key in sorted(set(saved) | set(now), key=str):
-            diff = first_difference(saved.get(key), now.get(key), f"{prefix}{key}.")
+            old = saved[key] if key in saved else defaults.get(key)
+            diff = first_difference(old, now.get(key), f"{prefix}{key}.", defaults.get(key))
             if diff is not None:
                 return diff
         return None

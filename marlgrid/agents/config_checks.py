@@ -62,6 +62,8 @@ def check_network_config(cfg: NetworkConfig, key: str = "network") -> None:
     check_int(f"{key}.conv_kernel", cfg.conv_kernel, low=1)
     check_int(f"{key}.conv_padding", cfg.conv_padding, low=0)
     check_int(f"{key}.embed_dim", cfg.embed_dim, low=1)
+    check_choice(f"{key}.symbolic_encoder", cfg.symbolic_encoder, ("conv", "bag"))
+    check_int(f"{key}.bag_dim", cfg.bag_dim, low=1)
     check_int(f"{key}.tile_size", cfg.tile_size, low=1)
     check_choice(f"{key}.image_mode", cfg.image_mode, ("auto", "symbolic", "pixels", "onehot"))
 

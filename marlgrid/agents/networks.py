@@ -6,13 +6,23 @@ The :class:`Torso` turns observation sequences ``(T, B, ...)`` into one feature 
 Sequences are time-major; observations may be a tensor or a dict of tensors. The memory state is
 one tensor ``(B, state_size)`` that the core resets itself where ``resets`` says an episode starts
 (:mod:`marlgrid.agents.memory`).
+
+Actions. ``Discrete(n)`` actions are indices ``0..n-1`` (plus ``action_start`` for the env).
+The actor-critic also takes ``MultiDiscrete(nvec)`` actions: one independent categorical per
+branch (log-probabilities and entropies summed over branches). Such an action still travels as
+one index, ``0..prod(nvec)-1``, the row-major (:func:`numpy.ravel_multi_index`) index of
+``action - start``, so storage and rollouts stay the same; :func:`env_actions` turns indices back
+into the env's actions (the same order as POPGym's ``DiscreteAction`` wrapper).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from gymnasium import spaces
 from torch import Tensor, nn
@@ -21,7 +31,19 @@ from marlgrid.agents.arrays import Obs, obs_flatten_time, obs_unsqueeze
 from marlgrid.agents.encoders import make_encoder, mlp
 from marlgrid.agents.memory import ChunkPass, MemoryCore, make_memory
 
-__all__ = ["ActorCritic", "NetworkConfig", "Obs", "QNetwork", "Torso", "log_prob_entropy"]
+__all__ = [
+    "ActorCritic",
+    "NetworkConfig",
+    "Obs",
+    "QNetwork",
+    "Torso",
+    "action_branches",
+    "env_actions",
+    "log_prob_entropy",
+    "multi_log_prob_entropy",
+    "ravel_actions",
+    "unravel_actions",
+]
 
 
 @dataclass
@@ -37,6 +59,8 @@ class NetworkConfig:
     conv_kernel: int = 3  # kernel size of those conv layers
     conv_padding: int = 1  # zero padding of those conv layers (1 keeps a 3x3 conv's grid size)
     embed_dim: int = 8  # embedding width per symbolic channel (type, color, state)
+    symbolic_encoder: str = "conv"  # symbolic views: 'conv' (embeddings + convs) or 'bag'
+    bag_dim: int = 128  # output width of the 'bag' encoder (a sum of per-cell embeddings)
     symbolic_vocab: tuple[int, int, int] = (16, 32, 8)  # minimum table sizes (type, color, state)
     tile_size: int = 8  # pixels per cell for pixel observations
     image_mode: str = "auto"  # 'auto', 'symbolic', 'pixels' or 'onehot'
@@ -51,8 +75,64 @@ class NetworkConfig:
 
 def _discrete_actions(action_space: spaces.Space) -> tuple[int, int]:
     if not isinstance(action_space, spaces.Discrete):
-        raise NotImplementedError(f"only Discrete action spaces supported, got {action_space}")
+        raise NotImplementedError(
+            f"only Discrete action spaces supported, got {action_space} "
+            "(a MultiDiscrete space can be flattened into one Discrete, e.g. by POPGym's "
+            "DiscreteAction wrapper)"
+        )
     return int(action_space.n), int(action_space.start)
+
+
+def action_branches(action_space: spaces.Space) -> tuple[int, ...] | None:
+    """``nvec`` of a flat ``MultiDiscrete`` action space, ``None`` for ``Discrete``; any other
+    space raises ``NotImplementedError`` naming it."""
+    if isinstance(action_space, spaces.Discrete):
+        return None
+    if isinstance(action_space, spaces.MultiDiscrete):
+        if np.ndim(action_space.nvec) != 1:
+            raise NotImplementedError(
+                f"MultiDiscrete actions need a flat nvec, got shape {np.shape(action_space.nvec)}"
+            )
+        nvec = tuple(int(n) for n in action_space.nvec)
+        if math.prod(nvec) >= 2**62:
+            raise NotImplementedError(f"MultiDiscrete{list(nvec)} has too many joint actions")
+        return nvec
+    raise NotImplementedError(
+        f"only Discrete and MultiDiscrete action spaces supported, got {action_space}"
+    )
+
+
+def _strides(nvec: Sequence[int]) -> list[int]:
+    """Row-major strides: ``index = sum(branch[i] * stride[i])``."""
+    return [math.prod(nvec[i + 1 :]) for i in range(len(nvec))]
+
+
+def unravel_actions(index: Tensor, nvec: Sequence[int]) -> Tensor:
+    """Action indices ``(...,)`` -> branch actions ``(..., K)`` (row-major, as
+    :func:`numpy.unravel_index`)."""
+    strides = torch.tensor(_strides(nvec), device=index.device)
+    sizes = torch.tensor(list(nvec), device=index.device)
+    return torch.div(index.long().unsqueeze(-1), strides, rounding_mode="floor") % sizes
+
+
+def ravel_actions(branches: Tensor, nvec: Sequence[int]) -> Tensor:
+    """Branch actions ``(..., K)`` -> action indices ``(...,)`` (inverse of
+    :func:`unravel_actions`)."""
+    strides = torch.tensor(_strides(nvec), device=branches.device)
+    return (branches.long() * strides).sum(-1)
+
+
+def env_actions(index: np.ndarray, action_space: spaces.Space) -> np.ndarray:
+    """Action indices ``(B,)`` as the env takes them: rows of ``(B, K)`` branch actions plus
+    ``start`` for ``MultiDiscrete``; unchanged for any other space (``Discrete`` indices already
+    include ``start``)."""
+    if not isinstance(action_space, spaces.MultiDiscrete):
+        return index
+    nvec = action_branches(action_space)
+    assert nvec is not None
+    branches = np.stack(np.unravel_index(np.asarray(index, dtype=np.int64), nvec), -1)
+    start = np.asarray(getattr(action_space, "start", 0))
+    return (branches + start).astype(action_space.dtype)
 
 
 class Torso(nn.Module):
@@ -127,8 +207,23 @@ def log_prob_entropy(logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
     return logp, entropy
 
 
+def multi_log_prob_entropy(
+    logits: Tensor, branches: Tensor, nvec: Sequence[int]
+) -> tuple[Tensor, Tensor]:
+    """Log-probability of branch actions ``(..., K)`` and entropy under independent categoricals,
+    branch ``i`` given by its ``nvec[i]`` columns of ``logits (..., sum(nvec))``: both are sums
+    over the branches."""
+    logp = entropy = None
+    for i, part in enumerate(logits.split(list(nvec), -1)):
+        lp, ent = log_prob_entropy(part, branches[..., i])
+        logp, entropy = (lp, ent) if logp is None else (logp + lp, entropy + ent)
+    assert logp is not None and entropy is not None
+    return logp, entropy
+
+
 class ActorCritic(nn.Module):
-    """A :class:`Torso` with separate policy and value heads (``Discrete`` actions)."""
+    """A :class:`Torso` with separate policy and value heads (``Discrete`` or ``MultiDiscrete``
+    actions; see the module docstring)."""
 
     def __init__(
         self,
@@ -139,10 +234,17 @@ class ActorCritic(nn.Module):
         super().__init__()
         cfg = cfg or NetworkConfig()
         self.cfg = cfg
-        self.num_actions, self.action_start = _discrete_actions(action_space)
+        #: branch sizes of MultiDiscrete actions; None for Discrete
+        self.action_nvec = action_branches(action_space)
+        if self.action_nvec is None:
+            self.num_actions, self.action_start = _discrete_actions(action_space)
+            num_logits = self.num_actions
+        else:  # one index per joint action; the env's start is added by env_actions
+            self.num_actions, self.action_start = math.prod(self.action_nvec), 0
+            num_logits = sum(self.action_nvec)
         self.torso = Torso(observation_space, cfg)
         H = self.torso.output_size
-        self.policy_head, _ = mlp(H, cfg.head_sizes, self.num_actions, out_gain=0.01)
+        self.policy_head, _ = mlp(H, cfg.head_sizes, num_logits, out_gain=0.01)
         self.value_head, _ = mlp(H, cfg.head_sizes, 1, out_gain=1.0)
 
     @property
@@ -156,6 +258,13 @@ class ActorCritic(nn.Module):
     def initial_state(self, batch_size: int) -> Tensor:
         """Zero memory state ``(batch_size, state_size)``."""
         return self.torso.initial_state(batch_size)
+
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """Log-probability of action indices and the policy's entropy, for this action space."""
+        if self.action_nvec is None:
+            return log_prob_entropy(logits, actions)
+        nvec = self.action_nvec
+        return multi_log_prob_entropy(logits, unravel_actions(actions, nvec), nvec)
 
     def heads(self, core_out: Tensor, policy: bool = True) -> tuple[Tensor | None, Tensor]:
         """Policy logits (or ``None``) and values from torso outputs."""
@@ -194,6 +303,9 @@ class ActorCritic(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Sample (or argmax) actions for a batch: ``(actions, logp, values, new_state)``."""
         logits, values, state = self.step(obs, state, resets)
+        if self.action_nvec is not None:
+            idx, logp = self._pick_multi(logits, deterministic, generator)
+            return idx, logp, values, state
         logp_all = logits.log_softmax(-1)
         if deterministic:
             idx = logits.argmax(-1)
@@ -201,6 +313,22 @@ class ActorCritic(nn.Module):
             idx = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
         logp = logp_all.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
         return idx, logp, values, state
+
+    def _pick_multi(
+        self, logits: Tensor, deterministic: bool, generator: torch.Generator | None
+    ) -> tuple[Tensor, Tensor]:
+        """MultiDiscrete: each branch sampled (or argmax) on its own -> ``(indices, logp)``."""
+        assert self.action_nvec is not None
+        picks, logp = [], logits.new_zeros(logits.shape[:-1])
+        for part in logits.split(list(self.action_nvec), -1):
+            logp_all = part.log_softmax(-1)
+            if deterministic:
+                a = part.argmax(-1)
+            else:
+                a = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+            picks.append(a)
+            logp = logp + logp_all.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+        return ravel_actions(torch.stack(picks, -1), self.action_nvec), logp
 
 
 class QNetwork(nn.Module):

@@ -14,7 +14,8 @@ Reads top to bottom:
 Conventions. A batch slot ``b`` is one environment (or one (env, agent) pair). ``resets[t, b]``
 marks that the observation at step ``t`` starts an episode; the memory core then resets that
 slot's state before step ``t``. The state stored for step ``t`` is the one used at that step
-(after that reset). Actions are indices ``0..n-1``.
+(after that reset). Actions are indices ``0..n-1`` (a ``MultiDiscrete`` action is one index
+of the joint action, see :mod:`marlgrid.agents.networks`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from torch import Tensor
 
 from marlgrid.agents.arrays import Obs, obs_index
 from marlgrid.agents.learner import Action, Step, register_learner
-from marlgrid.agents.networks import ActorCritic, NetworkConfig, log_prob_entropy
+from marlgrid.agents.networks import ActorCritic, NetworkConfig
 from marlgrid.agents.optim import FlatGrads, linear_schedule, make_optimizer, set_lr
 from marlgrid.agents.refresh import refresh_rollout
 from marlgrid.agents.returns import compute_gae
@@ -290,7 +291,7 @@ class PPO:
     def batch_kl(self, buffer: RolloutBuffer) -> float:
         """Approximate KL between behaviour and current policy over the whole buffer."""
         logits, _ = self.net.evaluate(buffer.obs, buffer.states[0], buffer.resets)
-        new_logp, _ = log_prob_entropy(logits, buffer.actions)
+        new_logp, _ = self.net.log_prob_entropy(logits, buffer.actions)
         logratio = new_logp - buffer.logp
         return float(((logratio.exp() - 1.0) - logratio).mean())
 
@@ -342,7 +343,7 @@ class PPO:
                 t = t.clamp(max=T - 1)
                 obs, start = obs_index(buffer.obs, (t, b)), buffer.states[c * chunk_state, b]
                 logits, new_values = net.evaluate(obs, start, buffer.resets[t, b])
-                new_logp, entropy = log_prob_entropy(logits, buffer.actions[t, b])
+                new_logp, entropy = net.log_prob_entropy(logits, buffer.actions[t, b])
                 old_logp, old_values, returns, adv = per_step[t, b].unbind(-1)
                 if cfg.norm_adv:
                     a = adv[mask]

@@ -9,7 +9,7 @@ own saved config, so a GRU expert can play beside an LSTM novice, or a PPO exper
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from torch import Tensor
 from marlgrid.agents.checkpoint import CheckpointError, load_checkpoint
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
 from marlgrid.agents.rollout import PolicyGroup
-from marlgrid.config import ConfigError
+from marlgrid.config import ConfigError, check_float
 from marlgrid.policies import POLICIES, make_policy
 
 MAIN = "main"
@@ -33,10 +33,20 @@ class RoleConfig:
     checkpoint: str | None = None  # frozen: checkpoint file to load the learner from
     policy: str = "oracle"  # scripted: random, oracle or discoverer
     deterministic: bool = False  # frozen: act greedily instead of sampling
+    epsilon: float = 0.0  # scripted: chance of a uniformly random action each step, in [0, 1]
 
 
 def as_role(role: RoleConfig | Mapping[str, Any]) -> RoleConfig:
     return RoleConfig(**role) if isinstance(role, Mapping) else role
+
+
+def role_identity(role: RoleConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The role's settings as a checkpoint's identity holds them (``epsilon`` only when set,
+    so runs from before it existed keep their identity)."""
+    out = asdict(as_role(role))
+    if out["epsilon"] == 0.0:
+        del out["epsilon"]
+    return out
 
 
 def _check_learner(agent: str, role: RoleConfig, names: list[str]) -> None:
@@ -55,6 +65,7 @@ def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
 def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
     if role.policy not in POLICIES:
         raise ConfigError(f"policy of {agent} must be one of {POLICIES}, got {role.policy!r}")
+    check_float(f"epsilon of {agent}", role.epsilon, 0.0, 1.0)
 
 
 def resolve_roles(
@@ -141,7 +152,7 @@ def _frozen_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig)
 
 
 def _scripted(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> Any:
-    return make_policy(role.policy, seed=ctx.seed)
+    return make_policy(role.policy, seed=ctx.seed, epsilon=role.epsilon)
 
 
 @dataclass

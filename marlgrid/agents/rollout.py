@@ -16,6 +16,10 @@ as not valid, so losses leave them out.
 Any gymnasium-style batched env (batch-first arrays, same-step autoreset with
 ``infos["final_obs"]``) runs through :class:`SingleAgentBatch`, which presents it as a one-agent
 :class:`~marlgrid.vector.VectorEnv`.
+
+On a marlgrid ``VectorEnv`` the rollout also tracks the social metrics of
+:mod:`marlgrid.social` per agent per episode (about 20 us per step for 16 envs of 3 agents);
+:meth:`MultiAgentRollout.pop_social_metrics` turns them into ``social/*`` log entries.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from gymnasium import spaces
 
 from marlgrid.agents.arrays import Obs, final_obs_rows, obs_to_tensor
 from marlgrid.agents.learner import Learner, Step, build_learner
+from marlgrid.agents.networks import env_actions
+from marlgrid.social import SocialTracker, summarize
 from marlgrid.vector import stack_agents as slot_obs
 
 __all__ = [
@@ -63,7 +69,11 @@ class BatchedEnv(Protocol):
 
 
 class SingleAgentBatch:
-    """A :class:`BatchedEnv` seen as a one-agent :class:`~marlgrid.vector.VectorEnv`."""
+    """A :class:`BatchedEnv` seen as a one-agent :class:`~marlgrid.vector.VectorEnv`.
+
+    ``MultiDiscrete`` actions arrive as one index per joint action and reach the env as rows of
+    branch actions (:func:`~marlgrid.agents.networks.env_actions`).
+    """
 
     agent = "agent_0"
 
@@ -90,7 +100,8 @@ class SingleAgentBatch:
         return {self.agent: obs}, {"active": np.ones((self.num_envs, 1), dtype=bool)}
 
     def step(self, actions: np.ndarray):
-        obs, rewards, terms, truncs, infos = self.envs.step(np.asarray(actions)[:, 0])
+        actions = env_actions(np.asarray(actions)[:, 0], self.envs.single_action_space)
+        obs, rewards, terms, truncs, infos = self.envs.step(actions)
         col = lambda x, dtype: np.asarray(x, dtype=dtype).reshape(-1, 1)  # noqa: E731
         rewards, terms, truncs = col(rewards, np.float32), col(terms, bool), col(truncs, bool)
         self._returns += rewards
@@ -210,7 +221,13 @@ class PolicyGroup:
 
 class MultiAgentRollout:
     """Steps a :class:`~marlgrid.vector.VectorEnv` (or :class:`SingleAgentBatch`) for every group
-    and scripted policy at once; learner groups record each step."""
+    and scripted policy at once; learner groups record each step.
+
+    ``social``: track the social metrics of :mod:`marlgrid.social` per agent per episode
+    (:meth:`pop_social_metrics`); by default on when ``vec`` has a marlgrid engine. ``experts``:
+    the agent ids those metrics call experts; by default the agents of scripted policies other
+    than ``random`` and of groups that do not train (frozen checkpoints).
+    """
 
     def __init__(
         self,
@@ -218,6 +235,8 @@ class MultiAgentRollout:
         groups: list[PolicyGroup],
         scripted: dict[str, Any] | None = None,
         seed: int | None = None,
+        social: bool | None = None,
+        experts: list[str] | None = None,
     ) -> None:
         self.vec, self.groups, self.scripted = vec, groups, dict(scripted or {})
         agents = vec.possible_agents
@@ -228,12 +247,32 @@ class MultiAgentRollout:
         if missing:
             raise ValueError(f"agents {missing} have no role; give each agent id a role")
         self.actions = np.zeros((vec.num_envs, vec.num_agents), dtype=np.int64)
+        self.social = self._social_tracker(social, experts)
         obs, infos = vec.reset(seed=seed)
         for g in groups:
             g.begin(obs, vec.num_envs, infos["active"][:, self._index[g.name]])
         self.episode_returns: list[np.ndarray] = []  # per ended episode: returns of every agent
         self.episode_lengths: list[int] = []
         self.env_steps = 0
+
+    def _social_tracker(self, social: bool | None, experts: list[str] | None) -> Any:
+        engine = getattr(self.vec, "engine", None)
+        if social is None:
+            social = engine is not None
+        if not social:
+            return None
+        if engine is None:
+            raise ValueError("social metrics need a marlgrid VectorEnv (one with an engine)")
+        from marlgrid.policies import RandomPolicy
+
+        agents = self.vec.possible_agents
+        if experts is None:
+            experts = [a for a, p in self.scripted.items() if not isinstance(p, RandomPolicy)]
+            experts += [a for g in self.groups if not g.train for a in g.agents]
+        unknown = sorted(set(experts) - set(agents))
+        if unknown:
+            raise ValueError(f"experts {unknown} are not agents of the env; agents are {agents}")
+        return SocialTracker.for_engine(engine, [agents.index(a) for a in experts])
 
     def step(self) -> None:
         """One step of every env; learner groups record it."""
@@ -242,7 +281,11 @@ class MultiAgentRollout:
             actions[:, self._index[g.name]] = g.act()
         for k, policy in self._scripted_index.items():
             actions[:, k] = policy.scripted_actions(vec.engine, k)
+        if self.social is not None:
+            self.social.observe(vec.engine)
         obs, rewards, terms, truncs, infos = vec.step(actions)
+        if self.social is not None:
+            self.social.record(vec.engine, actions, rewards, infos.get("_episode"))
         for g in self.groups:
             g.record(obs, rewards, terms, truncs, infos, self._index[g.name])
         if "_episode" in infos:
@@ -268,6 +311,14 @@ class MultiAgentRollout:
         self.episode_lengths = []
         return out
 
+    def pop_social_metrics(self, columns: list[int] | None = None) -> dict[str, float]:
+        """The social metrics of the episodes ended since the last call, as log entries
+        (:func:`marlgrid.social.summarize`: means over ``columns``' agents and per agent);
+        empty when they are not tracked."""
+        if self.social is None:
+            return {}
+        return summarize(self.social.pop(), self.vec.possible_agents, columns)
+
 
 def as_vector_env(envs: Any) -> Any:
     """A marlgrid ``VectorEnv`` as it is; any other batched env wrapped in SingleAgentBatch."""
@@ -287,8 +338,9 @@ def train_on_vector_env(
     ``learner`` may be a registered config dataclass instead (a new learner is built, seeded with
     ``seed``; pass ``learner=`` an object to keep it). Returns the metrics of every update, with
     the episodes that ended since the previous one (``charts/episodic_return``, ``_length``,
-    ``charts/episodes``), ``global_step`` and ``charts/SPS``; ``log_fn(metrics, global_step)`` is
-    called after every update.
+    ``charts/episodes``, and on a marlgrid ``VectorEnv`` the ``social/*`` metrics of
+    :mod:`marlgrid.social`), ``global_step`` and ``charts/SPS``; ``log_fn(metrics,
+    global_step)`` is called after every update.
     """
     vec = as_vector_env(envs)
     agents = vec.possible_agents
@@ -304,6 +356,7 @@ def train_on_vector_env(
         if learner.ready():
             metrics = learner.update(progress=rollout.env_steps / total_timesteps)
             metrics.update(episode_metrics(rollout.pop_returns(), rollout.pop_lengths()))
+            metrics.update(rollout.pop_social_metrics())
             metrics["global_step"] = float(rollout.env_steps)
             metrics["charts/SPS"] = rollout.env_steps / (time.perf_counter() - t_begin)
             history.append(metrics)

@@ -1,9 +1,9 @@
 """The configuration of a training run: plain dataclasses checked before anything runs.
 
-:class:`TrainConfig` (env, the learners' configs, roles, logging, run length and bookkeeping),
-:func:`learner_configs` (learner name -> config), :func:`validate_learners` (each config's own
-``validate``), :func:`iteration_steps` and :func:`identity` (what a resumed run must share with
-the run that wrote its checkpoint).
+:class:`TrainConfig` (env, the learners' configs, roles, logging, curriculum, run length and
+bookkeeping), :func:`learner_configs` (learner name -> config), :func:`validate_learners` (each
+config's own ``validate``), :func:`iteration_steps` and :func:`identity` (what a resumed run must
+share with the run that wrote its checkpoint).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from marlgrid.agents.curriculum import ScheduleConfig, check_curriculum
 from marlgrid.agents.learner import LEARNERS, config_from_dict, load_builtin_learners
 from marlgrid.agents.ppo import PPOConfig
-from marlgrid.agents.roles import MAIN, RoleConfig, as_role
+from marlgrid.agents.roles import MAIN, RoleConfig, role_identity
 from marlgrid.config import ConfigError, check_bool, check_int
 
 #: largest seed (derived seeds such as ``seed * 100_003 + iteration`` stay within 64 bits)
@@ -50,6 +51,7 @@ class TrainConfig:
     learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
     roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    curriculum: dict[str, ScheduleConfig] = field(default_factory=dict)  # rule -> schedule
     name: str = "default"  # run name (part of the run directory)
     seed: int = 0  # seeds networks, sampling and environments (0 .. 2**32 - 1)
     total_timesteps: int = 200_000  # env steps summed over the batch (each is one step per agent)
@@ -95,6 +97,7 @@ class TrainConfig:
             if not isinstance(value, Mapping):
                 name = "env.settings" if key == "settings" else key
                 raise ConfigError(f"{name} must be a mapping, got {value!r}")
+        check_curriculum(self.curriculum)
 
 
 class ValidatingConfig(Protocol):
@@ -154,6 +157,16 @@ def iteration_steps(cfg: TrainConfig) -> int:
     return int(getattr(learner_configs(cfg)[MAIN], "num_steps", 64))
 
 
+def identity_defaults(cfg: TrainConfig) -> dict[str, Any]:
+    """What a checkpoint's identity reads for a setting it does not record: each learner's
+    settings at their defaults (a field added to a learner config since the checkpoint)."""
+    return {
+        "learners": {
+            k: dataclasses.asdict(type(v)()) for k, v in sorted(learner_configs(cfg).items())
+        }
+    }
+
+
 def identity(cfg: TrainConfig) -> dict[str, Any]:
     """The settings a checkpoint must share with the run that resumes it."""
 
@@ -162,10 +175,14 @@ def identity(cfg: TrainConfig) -> dict[str, Any]:
         d.pop("device", None)
         return d
 
-    return {
+    out = {
         "env": {"id": cfg.env.id, "num_envs": cfg.env.num_envs, "settings": dict(cfg.env.settings)},
         "learners": {k: strip(v) for k, v in sorted(learner_configs(cfg).items())},
-        "roles": {k: dataclasses.asdict(as_role(v)) for k, v in sorted(cfg.roles.items())},
+        "roles": {k: role_identity(v) for k, v in sorted(cfg.roles.items())},
         "iteration_steps": iteration_steps(cfg),
         "seed": cfg.seed,
     }
+    if cfg.curriculum:  # runs without one keep the identity they always had
+        schedules = check_curriculum(cfg.curriculum)
+        out["curriculum"] = {k: dataclasses.asdict(v) for k, v in sorted(schedules.items())}
+    return out

@@ -53,6 +53,7 @@ from marlgrid.agents.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from marlgrid.agents.curriculum import CurriculumCallback
 from marlgrid.agents.logger import Logger
 from marlgrid.agents.roles import RoleConfig, build_groups, resolve_roles
 from marlgrid.agents.rollout import MultiAgentRollout, episode_metrics
@@ -63,6 +64,7 @@ from marlgrid.agents.train_config import (
     TrainConfig,
     ValidatingConfig,
     identity,
+    identity_defaults,
     iteration_steps,
     learner_configs,
     validate_learners,
@@ -98,7 +100,8 @@ class Trainer:
 
     Attributes callbacks may read: ``cfg``, ``run_dir``, ``vec``, ``groups``, ``scripted``,
     ``learners`` (training groups by name), ``iteration``, ``num_iterations``, ``global_step``,
-    ``finished``, ``learner_columns`` (env columns of the trained agents).
+    ``finished``, ``learner_columns`` (env columns of the trained agents), ``curriculum`` (the
+    :class:`~marlgrid.agents.curriculum.CurriculumCallback` of ``cfg.curriculum``, or None).
     """
 
     def __init__(
@@ -141,6 +144,10 @@ class Trainer:
             defaults.append(EvalCallback(cfg.eval_every, cfg.eval_episodes))
         if cfg.video:
             defaults.append(VideoCallback(cfg.video_every, final=True))
+        self.curriculum = CurriculumCallback(cfg.curriculum) if cfg.curriculum else None
+        if self.curriculum is not None:  # after evaluation: a threshold may read eval/ metrics
+            self.curriculum.check_env(self.vec)
+            defaults.append(self.curriculum)
         self.callbacks = CallbackList([*defaults, *callbacks])
 
     @property
@@ -164,6 +171,8 @@ class Trainer:
             "total_timesteps": self.cfg.total_timesteps,
             "torch_rng": torch.get_rng_state(),
         }
+        if self.curriculum is not None:
+            payload["curriculum"] = self.curriculum.state_dict()
         keep = self.cfg.keep_checkpoints
         path = save_checkpoint(self.ckpt_dir, self.iteration, payload, keep=keep)
         self._saved_iteration = self.iteration
@@ -180,7 +189,9 @@ class Trainer:
         """Load the newest checkpoint if resuming; True when one was loaded."""
         existing = list_checkpoints(self.ckpt_dir)
         if self.cfg.resume and existing:
-            payload = load_checkpoint(existing[-1], identity(self.cfg))
+            payload = load_checkpoint(
+                existing[-1], identity(self.cfg), identity_defaults(self.cfg)
+            )
             saved_total = payload.get("total_timesteps")
             if saved_total is not None and saved_total != self.cfg.total_timesteps:
                 if not self.cfg.extend:
@@ -199,6 +210,8 @@ class Trainer:
             self.iteration, self.global_step = int(payload["update"]), int(payload["global_step"])
             self._saved_iteration = self.iteration
             torch.set_rng_state(payload["torch_rng"])
+            if self.curriculum is not None:
+                self.curriculum.load_state_dict(payload.get("curriculum", {}))
             return True
         if existing:
             self.say(f"resume=false: removing {len(existing)} checkpoint(s) of the previous run")
@@ -233,6 +246,7 @@ class Trainer:
             metrics[f"{prefix}charts/updates"] = float(counts[name])
         returns = self.rollout.pop_returns()
         metrics.update(episode_metrics(returns, self.rollout.pop_lengths(), self.learner_columns))
+        metrics.update(self.rollout.pop_social_metrics(self.learner_columns))
         if len(returns):
             for k, agent in enumerate(self.vec.possible_agents):
                 metrics[f"charts/return_{agent}"] = float(returns[:, k].mean())
@@ -278,9 +292,6 @@ class Trainer:
             self.run_dir, cfg.logger.csv, cfg.logger.tensorboard, cfg.logger.print_every,
             resume_step=self.global_step,  # drops rows logged past the checkpoint
         )  # fmt: skip
-        # Episodes after a resume start fresh, seeded by the iteration they start at.
-        seed = cfg.seed * 100_003 + self.iteration
-        self.rollout = MultiAgentRollout(self.vec, self.groups, self.scripted, seed=seed)
         bar = _progress(cfg, self.num_iterations, self.iteration)
         metrics: dict[str, float] = {}
         t_start, steps_start = time.perf_counter(), self.global_step
@@ -289,7 +300,11 @@ class Trainer:
         stop = self.stop
         stop.deferring = True
         try:
-            self.callbacks.on_training_start(self)
+            self.callbacks.on_training_start(self)  # before the envs' first reset: rules apply
+            # Episodes after a resume start fresh, seeded by the iteration they start at.
+            seed = cfg.seed * 100_003 + self.iteration
+            self.rollout = MultiAgentRollout(self.vec, self.groups, self.scripted, seed=seed)
+            t_start = time.perf_counter()
             while not self.finished and not stop.requested:
                 mid_iteration = True
                 metrics = self._iterate()

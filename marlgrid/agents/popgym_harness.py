@@ -1,0 +1,239 @@
+"""Train marlgrid learners on POPGym environments, and score them with POPGym's MMER.
+
+- :func:`resolve_env_id`: a POPGym env by short name (``RepeatPreviousEasy``) or by the gymnasium
+  id popgym registers (``popgym-RepeatPreviousEasy-v0``), case-insensitively.
+- :func:`make_env` / :func:`make_vector_env`: one env with POPGym's standard wrappers as options
+  (``PreviousAction``, ``Antialias``, ``DiscreteAction``), and a batch of them with same-step
+  autoreset, ready for :func:`~marlgrid.agents.rollout.train_on_vector_env`. ``Tuple`` (and
+  nested) observations become a flat ``Dict`` (:class:`FlatDictObservation`), the form marlgrid's
+  storage and rollouts carry; the encoders one-hot its discrete parts.
+- :func:`batch_mean_returns`, :func:`mmer`, :func:`mmer_over_seeds`: the metric from a training
+  history.
+
+**MMER** (max-mean episodic reward, POPGym's definition): for each training batch, the mean
+return of the episodes that ended in it; the maximum of these means over training; reported as
+mean +- std over seeds (several trials). Here a batch is by default one learner update, so its
+size is ``num_envs * num_steps`` env steps for PPO; updates can be pooled into batches of a set
+number of env steps (``batch_steps``) for learners that update every few steps. Say the batch
+size with the numbers. A batch in which no episode ended has no mean and is skipped. The maximum
+is optimistic, and more so with small batches.
+
+popgym is imported only when an env is made (``pip install 'marlgrid[popgym]'``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from marlgrid.config import check_int, check_names
+
+__all__ = [
+    "FlatDictObservation",
+    "batch_mean_returns",
+    "make_env",
+    "make_vector_env",
+    "mmer",
+    "mmer_over_seeds",
+    "popgym_env_ids",
+    "resolve_env_id",
+]
+
+#: the options of :func:`make_env` that choose POPGym wrappers
+WRAPPER_OPTIONS = ("previous_action", "antialias", "discrete_action")
+#: the metric a training history records per update (mean return of the episodes that ended)
+RETURN_KEY = "charts/episodic_return"
+
+
+def _import_popgym() -> Any:
+    try:
+        return importlib.import_module("popgym")
+    except ImportError as err:
+        raise ImportError(
+            "POPGym environments need the popgym package: pip install 'marlgrid[popgym]'"
+        ) from err
+
+
+def _wrapper(name: str) -> Any:
+    return getattr(importlib.import_module("popgym.wrappers"), name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Environments
+# --------------------------------------------------------------------------------------------------
+
+
+def popgym_env_ids() -> list[str]:
+    """The gymnasium ids popgym registers (``popgym-<Name>-v0``), sorted."""
+    _import_popgym()
+    return sorted(i for i in gym.registry if i.startswith("popgym-"))
+
+
+def resolve_env_id(name: str) -> str:
+    """The registered id for ``name``: a full id, or the ``<Name>`` part of
+    ``popgym-<Name>-v0`` (any case). An unknown name raises, listing the registered names."""
+    ids = popgym_env_ids()
+    wanted = name.strip().lower()
+    for env_id in ids:
+        if wanted in (env_id.lower(), env_id.lower().removeprefix("popgym-").removesuffix("-v0")):
+            return env_id
+    names = ", ".join(i.removeprefix("popgym-").removesuffix("-v0") for i in ids)
+    raise ValueError(f"unknown POPGym env {name!r}; registered: {names}")
+
+
+def _flat_leaves(space: spaces.Space, prefix: str = "") -> dict[str, spaces.Space]:
+    """Leaf spaces of nested ``Tuple``/``Dict`` spaces, keyed by path (``"0/1"``). Tuple
+    indices are zero-padded so sorted keys keep element order."""
+    if isinstance(space, spaces.Tuple):
+        width = len(str(len(space.spaces) - 1))
+        items: Iterable[tuple[str, spaces.Space]] = (
+            (f"{i:0{width}d}", s) for i, s in enumerate(space.spaces)
+        )
+    elif isinstance(space, spaces.Dict):
+        items = space.spaces.items()
+    else:
+        return {prefix: space}
+    out: dict[str, spaces.Space] = {}
+    for key, sub in items:
+        out.update(_flat_leaves(sub, f"{prefix}/{key}" if prefix else key))
+    return out
+
+
+def _flat_obs(space: spaces.Space, obs: Any, prefix: str = "") -> dict[str, Any]:
+    """``obs`` of ``space`` keyed like :func:`_flat_leaves`."""
+    if isinstance(space, spaces.Tuple):
+        width = len(str(len(space.spaces) - 1))
+        items: Iterable[tuple[str, spaces.Space, Any]] = (
+            (f"{i:0{width}d}", s, o) for i, (s, o) in enumerate(zip(space.spaces, obs, strict=True))
+        )
+    elif isinstance(space, spaces.Dict):
+        items = ((k, s, obs[k]) for k, s in space.spaces.items())
+    else:
+        return {prefix: obs}
+    out: dict[str, Any] = {}
+    for key, sub, value in items:
+        out.update(_flat_obs(sub, value, f"{prefix}/{key}" if prefix else key))
+    return out
+
+
+class FlatDictObservation(gym.ObservationWrapper):
+    """``Tuple`` or nested ``Dict`` observations as one flat ``Dict`` of their leaves.
+
+    Tuple element ``i`` gets key ``str(i)`` zero-padded to the widest index, nested keys are
+    joined by ``/``; sorted keys keep the original order, so the
+    :class:`~marlgrid.agents.encoders.DictEncoder` concatenates features as a ``TupleEncoder``
+    would. Values are unchanged.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation_space = spaces.Dict(_flat_leaves(env.observation_space))
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        return _flat_obs(self.env.observation_space, observation)
+
+
+def _needs_flat_dict(space: spaces.Space) -> bool:
+    if isinstance(space, spaces.Tuple):
+        return True
+    return isinstance(space, spaces.Dict) and any(
+        isinstance(s, spaces.Tuple | spaces.Dict) for s in space.spaces.values()
+    )
+
+
+def make_env(
+    name: str,
+    previous_action: bool = True,
+    antialias: bool = True,
+    discrete_action: bool = False,
+) -> gym.Env:
+    """One POPGym env (:func:`resolve_env_id` names), wrapped as POPGym's baselines are.
+
+    ``discrete_action``: ``DiscreteAction`` first (a ``MultiDiscrete`` action becomes one
+    ``Discrete``, for learners without MultiDiscrete heads); then ``PreviousAction`` (the last
+    action joins the observation; a null action at reset); then ``Antialias`` (an is-first-step
+    flag joins it). POPGym's baselines use ``Antialias(PreviousAction(env))``, the default here.
+    ``Tuple`` observations then become a flat ``Dict`` (:class:`FlatDictObservation`).
+    """
+    env: gym.Env = gym.make(resolve_env_id(name), disable_env_checker=True)
+    if discrete_action:
+        env = _wrapper("DiscreteAction")(env)
+    if previous_action:
+        env = _wrapper("PreviousAction")(env)
+    if antialias:
+        env = _wrapper("Antialias")(env)
+    if _needs_flat_dict(env.observation_space):
+        env = FlatDictObservation(env)
+    return env
+
+
+def make_vector_env(name: str, num_envs: int, **wrappers: bool) -> gym.vector.SyncVectorEnv:
+    """``num_envs`` copies of :func:`make_env` (``wrappers`` are its options) in one
+    gymnasium ``SyncVectorEnv`` with same-step autoreset (the
+    :class:`~marlgrid.agents.rollout.BatchedEnv` form)."""
+    check_int("num_envs", num_envs, low=1)
+    check_names("wrappers", tuple(wrappers), WRAPPER_OPTIONS)
+    make_env(name, **wrappers).close()  # a bad name or option fails here, not in a worker
+    return gym.vector.SyncVectorEnv(
+        [lambda: make_env(name, **wrappers) for _ in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# MMER
+# --------------------------------------------------------------------------------------------------
+
+
+def batch_mean_returns(
+    history: Sequence[Mapping[str, float]], batch_steps: int | None = None
+) -> list[tuple[int, float]]:
+    """``(global_step, mean episodic return)`` of every training batch in which an episode ended.
+
+    ``history`` is what :func:`~marlgrid.agents.rollout.train_on_vector_env` returns, one entry
+    per update with the mean return and number of the episodes ended since the previous one.
+    By default a batch is one update (PPO: ``num_envs * num_steps`` env steps). With
+    ``batch_steps``, updates are pooled into batches of that many env steps (the updates whose
+    ``global_step`` falls in ``(k * batch_steps, (k + 1) * batch_steps]``, their means weighted
+    by episode counts; the step reported is the batch's last update), for learners that update
+    more often (DRQN)."""
+    if batch_steps is not None:
+        check_int("batch_steps", batch_steps, low=1)
+    out: list[tuple[int, float]] = []
+    pool: dict[int, list[float]] = {}  # batch -> [last step, return sum, episodes]
+    for metrics in history:
+        value, step = float(metrics.get(RETURN_KEY, math.nan)), int(metrics["global_step"])
+        if math.isnan(value):
+            continue
+        if batch_steps is None:
+            out.append((step, value))
+            continue
+        n = float(metrics["charts/episodes"])
+        entry = pool.setdefault((step - 1) // batch_steps, [0.0, 0.0, 0.0])
+        entry[0], entry[1], entry[2] = step, entry[1] + value * n, entry[2] + n
+    out += [(int(last), total / n) for last, total, n in pool.values()]
+    return out
+
+
+def mmer(history: Sequence[Mapping[str, float]], batch_steps: int | None = None) -> float:
+    """Max over training of the per-batch mean episodic return (batches as in
+    :func:`batch_mean_returns`); NaN if no episode ended."""
+    means = [value for _, value in batch_mean_returns(history, batch_steps)]
+    return max(means) if means else math.nan
+
+
+def mmer_over_seeds(values: Sequence[float]) -> tuple[float, float]:
+    """``(mean, std)`` of per-seed MMERs; the std is the population one (``ddof=0``), 0 for a
+    single seed. NaN values (runs in which no episode ended) raise."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError("mmer_over_seeds needs at least one value")
+    if np.isnan(arr).any():
+        raise ValueError(f"an MMER is NaN (no episode ended in that run): {list(values)}")
+    return float(arr.mean()), float(arr.std())
