@@ -1,0 +1,309 @@
+"""The social-learning experiment presets (``conf/experiment/``, ``experiment=<name>``).
+
+Every preset composes at both scales (``scale=full``, the default, and ``scale=small``) into the
+task, roles, learners, curriculum and run length its header states, and trains a couple of
+updates with tiny overrides. Presets that play trained experts get a checkpoint made here by the
+expert preset itself (one tiny run each).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("hydra")
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+import marlgrid  # noqa: E402
+from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
+from marlgrid.agents.trainer import TrainConfig, Trainer, train  # noqa: E402
+from marlgrid.config import ConfigError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESET_DIR = ROOT / "conf" / "experiment"
+PRESETS = sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+CANON_3 = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+CANON_1 = "MarlGrid-GoalCycle-13x13-v0"
+CLUTTER_3 = "MarlGrid-Cluttered-11x11-3Agents-v0"
+CLUTTER_1 = "MarlGrid-Cluttered-11x11-v0"
+SEPARATE = {"agent_0": "main", "agent_1": "expert_1", "agent_2": "expert_2"}
+SHARED = {"agent_0": "main", "agent_1": "main", "agent_2": "main"}
+ORACLES = {"agent_1": "oracle", "agent_2": "oracle"}
+FROZEN = {"agent_1": "expert_1", "agent_2": "expert_2"}
+#: full scale, small scale: (total env steps, the step at which the penalty anneal reaches 1.5)
+RUN = {
+    "expert": ((4_000_000, 2_000_000), (200_000, 100_000)),
+    "novice": ((2_000_000, None), (200_000, None)),
+    "clutter": ((1_000_000, None), (200_000, None)),
+}
+
+SOLO = {"agent_0": "main"}
+
+
+@dataclass
+class Expected:
+    """What a preset trains, as its header states."""
+
+    env: str  # registered env id
+    trained: dict[str, str] = field(default_factory=lambda: dict(SOLO))  # agent -> learner name
+    scripted: dict[str, str] = field(default_factory=dict)  # agent -> policy
+    frozen: dict[str, str] = field(default_factory=dict)  # agent -> learner in the checkpoint
+    run: str = "novice"  # key of RUN
+    anneal: bool = False  # the penalty curriculum
+    blind: bool = False  # agent_0 cannot see the tiles
+    prestige: bool = False  # every agent in prestige colours
+    experts: str | None = None  # the expert preset whose checkpoint it plays
+
+
+EXPECTED = {
+    "expert_curriculum": Expected(CANON_3, SEPARATE, anneal=True, run="expert"),
+    "expert_curriculum_shared": Expected(CANON_3, SHARED, anneal=True, run="expert"),
+    "expert_fixed_penalty": Expected(CANON_3, SEPARATE, run="expert"),
+    "expert_fixed_penalty_shared": Expected(CANON_3, SHARED, run="expert"),
+    "solo_novice": Expected(CANON_1),
+    "blind_solo_novice": Expected(CANON_1, blind=True),
+    "novice_with_experts": Expected(CANON_3, scripted=ORACLES),
+    "blind_novice_with_experts": Expected(CANON_3, scripted=ORACLES, blind=True),
+    "prestige_on": Expected(CANON_3, scripted=ORACLES, prestige=True),
+    "prestige_off": Expected(CANON_3, scripted=ORACLES),
+    "cluttered_solo": Expected(CLUTTER_1, run="clutter"),
+    "cluttered_experts": Expected(CLUTTER_3, SHARED, run="clutter"),
+    "cluttered_with_experts": Expected(
+        CLUTTER_3, frozen=FROZEN, run="clutter", experts="cluttered_experts"
+    ),
+}
+
+#: a couple of updates: 2 envs x 16 steps per update, 2 updates
+TINY = [
+    "scale=small",
+    "env.num_envs=2",
+    "agent.num_steps=16",
+    "total_timesteps=64",
+    "checkpoint_every=1",
+    "video=false",
+    "logger.tensorboard=false",
+    "logger.progress=false",
+]
+TINY_UPDATES, TINY_STEPS = 2, 64
+
+
+def _compose(overrides: list[str]) -> TrainConfig:
+    import experiments.train  # noqa: F401  (registers the schema)
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        return OmegaConf.to_object(compose("train", overrides=overrides))
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _newest(run_dir: Path) -> Path:
+    found = list_checkpoints(run_dir / "checkpoints")
+    assert found, f"no checkpoint in {run_dir}"
+    return found[-1]
+
+
+@pytest.fixture(scope="session")
+def expert_checkpoint(tmp_path_factory) -> Callable[[str], Path]:
+    """``expert_checkpoint(preset)``: the newest checkpoint of a tiny run of an expert preset
+    (trained once per session)."""
+    made: dict[str, Path] = {}
+
+    def make(preset: str) -> Path:
+        if preset not in made:
+            run_dir = tmp_path_factory.mktemp(preset)
+            train(_compose([f"experiment={preset}", *TINY, "total_timesteps=32"]), run_dir)
+            made[preset] = _newest(run_dir)
+        return made[preset]
+
+    return make
+
+
+# -- composing ---------------------------------------------------------------------------------
+
+
+def test_every_preset_has_its_expectations():
+    assert sorted(EXPECTED) == PRESETS
+
+
+def _documented_commands(preset: str) -> list[list[str]]:
+    """The launch commands of a preset's header, as the shell splits them (after train.py)."""
+    lines = [line[1:].strip() for line in (PRESET_DIR / f"{preset}.yaml").read_text().splitlines()]
+    joined = "\n".join(lines).replace("\\\n", " ")
+    found = re.findall(r"^python experiments/train\.py (.*)$", joined, re.M)
+    return [shlex.split(command) for command in found]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_header_launch_commands_sweep_seeds_at_both_scales_and_compose(preset):
+    header = (PRESET_DIR / f"{preset}.yaml").read_text().split("\ndefaults:")[0]
+    assert header.startswith("# @package _global_\n")
+    assert re.search(r"^# full: ", header, re.M) and re.search(r"^# small: ", header, re.M)
+    commands = _documented_commands(preset)
+    scales = set()
+    for args in commands:
+        assert args[:2] == ["-m", f"experiment={preset}"] and "seed=0,1,2" in args, args
+        scales.add("small" if "scale=small" in args else "full")
+        cfg = _compose([a for a in args if a != "-m" and not a.startswith("seed=")])
+        assert cfg.name == preset
+        checkpoint = [a for a in args if "checkpoint=" in a]
+        if checkpoint:  # a run-directory path, quoted for Hydra: '=' and ',' survive
+            path = cfg.roles["agent_1"].checkpoint
+            assert path.startswith("runs/multirun/") and path.endswith(".pt") and "=" in path
+            assert cfg.roles["agent_2"].checkpoint == path
+            assert [cfg.roles[a].kind for a in ("agent_1", "agent_2")] == ["frozen", "frozen"]
+    assert scales == {"full", "small"}
+
+
+@pytest.mark.parametrize("scale", ["full", "small"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_composes_into_its_task(preset, scale):
+    spec = EXPECTED[preset]
+    cfg = _compose([f"experiment={preset}", f"scale={scale}"])
+    small = scale == "small"
+    total, anneal_end = RUN[spec.run][small]
+    assert cfg.name == preset and cfg.env.id == spec.env
+    assert cfg.total_timesteps == total
+    assert (cfg.env.settings.get("size"), cfg.env.settings.get("max_steps")) == (
+        (7, 100) if small else (None, None)
+    )
+    roles = {agent: (role.kind, role.learner, role.policy) for agent, role in cfg.roles.items()}
+    env = marlgrid.make(cfg.env.id, **cfg.env.settings)
+    for agent in env.possible_agents:  # agents without a role are driven by main
+        kind, learner, policy = roles.get(agent, ("learner", "main", "oracle"))
+        if agent in spec.trained:
+            assert (kind, learner) == ("learner", spec.trained[agent]), agent
+        elif agent in spec.scripted:
+            assert (kind, policy) == ("scripted", spec.scripted[agent]), agent
+        else:
+            assert (kind, learner) == ("frozen", spec.frozen[agent]), agent
+    extra = {n for n in spec.trained.values() if n != "main"}
+    assert set(cfg.learners) == extra
+    for name in extra:  # each separate expert is a copy of the agent config
+        assert cfg.learners[name] == cfg.agent
+    if spec.anneal:
+        assert cfg.curriculum["penalty"].mode == "linear"
+        assert cfg.curriculum["penalty"].points == [[0, 0.0], [anneal_end, 1.5]]
+    else:
+        assert cfg.curriculum == {}
+    # the env as built: size, penalty, per-agent sight and colours
+    full_size = 13 if "GoalCycle" in spec.env else 11
+    assert (env.width, env.height) == ((7, 7) if small else (full_size, full_size))
+    if "GoalCycle" in spec.env:
+        assert env.rules.penalty == 1.5 and env.rules.n_goals == 3
+        assert env.max_steps == (100 if small else 250)
+    hides = [a.hide for a in env.agent_configs]
+    assert hides == [("cycle_tile",) if spec.blind and i == 0 else () for i in range(len(hides))]
+    colors = [a.color for a in env.agent_configs]
+    defaults = ["red", "blue", "purple"][: len(colors)]
+    assert colors == (["prestige"] * len(colors) if spec.prestige else defaults)
+    if "GoalCycle" in spec.env:  # the canonical view survives the per-agent settings
+        assert {(a.view_size, a.view_offset) for a in env.agent_configs} == {(7, 1)}
+
+
+def test_command_line_overrides_win_over_the_preset():
+    cfg = _compose(
+        [
+            "experiment=prestige_on",
+            "roles=novice_with_trained_experts",
+            "roles.agent_1.checkpoint=experts.pt",
+            "curriculum=penalty_anneal",
+            "total_timesteps=1000",
+        ]
+    )
+    assert cfg.name == "prestige_on" and cfg.total_timesteps == 1000
+    assert cfg.env.settings == {"agent": {"color": "prestige"}}
+    # agent_2 takes agent_1's checkpoint unless given its own
+    assert [(r.kind, r.checkpoint) for r in cfg.roles.values()] == [
+        ("learner", None),
+        ("frozen", "experts.pt"),
+        ("frozen", "experts.pt"),
+    ]
+    assert cfg.curriculum["penalty"].points == [[0, 0.0], [200000, 1.5]]
+    own = _compose(
+        [
+            "experiment=novice_with_experts",
+            "roles=novice_with_trained_experts",
+            "roles.agent_1.checkpoint=a.pt",
+            "roles.agent_2.checkpoint=b.pt",
+        ]
+    )
+    assert [own.roles["agent_1"].checkpoint, own.roles["agent_2"].checkpoint] == ["a.pt", "b.pt"]
+
+
+def test_trained_experts_without_a_checkpoint_are_refused(tmp_path):
+    cfg = _compose(["experiment=cluttered_with_experts", *TINY])
+    with pytest.raises(ConfigError, match="frozen role of agent_1 needs a checkpoint path"):
+        Trainer(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+# -- a couple of updates -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_trains_a_couple_of_updates(preset, tmp_path, expert_checkpoint):
+    spec = EXPECTED[preset]
+    overrides = [f"experiment={preset}", *TINY]
+    if spec.experts:
+        overrides.append(f"roles.agent_1.checkpoint={expert_checkpoint(spec.experts)}")
+    run_dir = tmp_path / "run"
+    train(_compose(overrides), run_dir)
+    rows = _rows(run_dir)
+    assert [int(r["step"]) for r in rows] == [32, 64]
+    payload = load_checkpoint(_newest(run_dir))
+    assert sorted(payload["learners"]) == sorted(set(spec.trained.values()))
+    if spec.anneal:  # the penalty new episodes started with: 1.5 * step / 100k, small scale
+        assert [float(r["curriculum/penalty"]) for r in rows] == pytest.approx([0.0, 1.5 * 32e-5])
+    else:
+        assert "curriculum/penalty" not in rows[0]
+
+
+@pytest.mark.parametrize(
+    ("expert_preset", "plays"),
+    [
+        ("expert_curriculum", {"agent_1": "expert_1", "agent_2": "expert_2"}),
+        ("expert_curriculum_shared", {"agent_1": "main", "agent_2": "main"}),
+    ],
+)
+def test_novice_plays_beside_the_trained_experts_of_a_checkpoint(
+    expert_preset, plays, expert_checkpoint, tmp_path
+):
+    path = expert_checkpoint(expert_preset)
+    saved = load_checkpoint(path)["learners"]
+    cfg = _compose(
+        [
+            "experiment=blind_novice_with_experts",
+            *TINY,
+            "roles=novice_with_trained_experts",
+            f"roles.agent_1.checkpoint={path}",
+        ]
+    )
+    trainer = Trainer(cfg, tmp_path / "run")
+    groups = {g.name: g for g in trainer.groups}
+    assert sorted(trainer.learners) == ["main"] and not trainer.scripted
+    for agent, learner in plays.items():
+        group = groups[agent]
+        assert not group.train and group.agents == [agent]
+        net = group.learner.net.state_dict()
+        assert net.keys() == saved[learner]["net"].keys()
+        for key, tensor in net.items():
+            assert torch.equal(tensor, saved[learner]["net"][key]), (agent, key)
+    if expert_preset == "expert_curriculum":  # the two experts really are different networks
+        a, b = saved["expert_1"]["net"], saved["expert_2"]["net"]
+        assert any(not torch.equal(a[k], b[k]) for k in a)
+    metrics = trainer.run()
+    assert trainer.global_step == TINY_STEPS and trainer.iteration == TINY_UPDATES
+    assert "charts/SPS" in metrics
