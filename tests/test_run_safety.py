@@ -451,8 +451,8 @@ def test_another_total_timesteps_needs_extend(tmp_path):
         ("eval_every=-1", r"eval_every must be >= 0, got -1"),
         ("torch_threads=0", r"torch_threads must be >= 1, got 0"),
         ("env.num_envs=0", r"env.num_envs must be >= 1, got 0"),
-        ("env.settings.penalty=inf", r"env 'MarlGrid-GoalCycle-7x7-v0': penalty must be a finite"),
-        ("env.settings.agent={spawn_delay:60}", r"spawn_delay of every agent \(\[60\]\) is >= max"),
+        ("env.settings.penalty=inf", r"env 'MarlGrid-MemoryS7TMaze-v0': penalty must be a finite"),
+        ("env.settings.agent={spawn_delay:245}", r"spawn_delay of every agent \(\[245\]\) is >= "),
     ],
 )
 def test_bad_values_are_refused_before_anything_is_written(tmp_path, override, message):

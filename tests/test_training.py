@@ -61,7 +61,7 @@ def test_default_config_composes_and_converts():
     cfg = _compose([])
     config = OmegaConf.to_object(cfg)
     assert isinstance(config, TrainConfig)
-    assert config.env.id == "MarlGrid-GoalCycle-7x7-v0"
+    assert config.env.id == "MarlGrid-MemoryS7TMaze-v0"
     assert config.agent.network.memory == "lstm" and config.agent.refresh_interval == 2
     gru = OmegaConf.to_object(_compose(["agent=ppo_gru", "seed=3"]))
     assert gru.agent.network.memory == "gru" and gru.seed == 3
