@@ -1,4 +1,4 @@
-"""Memory: remember the object seen in the start room and pick its twin at the end of a hallway."""
+"""Memory: a cue seen in the start room names which end of a hallway pays (MiniGrid's)."""
 
 from __future__ import annotations
 
