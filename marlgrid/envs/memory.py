@@ -96,16 +96,13 @@ class MemoryEnv(MarlGridEnv):
         mid = size // 2
         hallway_end = int(rng.integers(4, size - 2)) if self.random_length else size - 3
         layout.walls_border()
-        for x in range(1, 5):  # the start room's top and bottom walls
-            layout.put(x, mid - 2, "wall")
-            layout.put(x, mid + 2, "wall")
-        for x in range(4, hallway_end):  # the hallway's walls (at x = 4 the room's east side)
-            layout.put(x, mid - 1, "wall")
-            layout.put(x, mid + 1, "wall")
-        for y in range(size):  # the corridor of the split, open to the hallway
-            if y != mid:
-                layout.put(hallway_end, y, "wall")
-            layout.put(hallway_end + 2, y, "wall")
+        layout.horizontal_wall(1, mid - 2, 4)  # the start room's top and bottom walls
+        layout.horizontal_wall(1, mid + 2, 4)
+        if hallway_end > 4:  # the hallway's walls (at x = 4 the room's east side)
+            layout.horizontal_wall(4, mid - 1, hallway_end - 4)
+            layout.horizontal_wall(4, mid + 1, hallway_end - 4)
+        layout.vertical_wall(hallway_end, 0, gaps=[mid])  # the split, open to the hallway
+        layout.vertical_wall(hallway_end + 2, 0)
         cue = str(rng.choice(("key", "ball")))
         swap = rng.integers(2) == 0 if self.shuffle_ends else False
         top, bottom = ("ball", "key") if swap else ("key", "ball")
