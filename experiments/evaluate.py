@@ -5,7 +5,9 @@
         --videos 2
 
 The run's own configuration (``.hydra/config.yaml``) says which env and roles to use; the newest
-checkpoint of a run directory is taken unless a checkpoint file is given.
+checkpoint of a run directory is taken unless a checkpoint file is given. A run with a curriculum
+is evaluated under the rules its curriculum had reached at the checkpoint; ``--rule NAME=VALUE``
+sets any rule instead (``--rule penalty=1.5``).
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 from omegaconf import OmegaConf
 
 from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint
+from marlgrid.agents.curriculum import checkpoint_rules
 from marlgrid.agents.evaluation import evaluate_groups, record_groups_video
 from marlgrid.agents.roles import build_groups, resolve_roles
 from marlgrid.agents.trainer import TrainConfig, learner_configs
+from marlgrid.config import ConfigError
+from marlgrid.rules import Rules
 
 
 def load_run(target: Path) -> tuple[TrainConfig, Path]:
@@ -52,14 +59,23 @@ def mean_ci(values: np.ndarray) -> tuple[float, float]:
 
 
 def evaluate(
-    target: Path, episodes: int, greedy: bool, num_envs: int, seed: int, videos: int
+    target: Path,
+    episodes: int,
+    greedy: bool,
+    num_envs: int,
+    seed: int,
+    videos: int,
+    rules: dict[str, Any] | None = None,
 ) -> np.ndarray:
-    """Print the mean return of every agent over ``episodes`` episodes; returns them all."""
+    """Print the mean return of every agent over ``episodes`` episodes; returns them all.
+    ``rules`` override the env's rules (by default those the run's curriculum had reached)."""
     import marlgrid
 
     cfg, ckpt = load_run(target)
     payload = load_checkpoint(ckpt)
-    vec = marlgrid.make_vec(cfg.env.id, 1, **cfg.env.settings)
+    stage = {**checkpoint_rules(cfg.curriculum, payload), **(rules or {})}
+    settings = {**cfg.env.settings, **stage}
+    vec = marlgrid.make_vec(cfg.env.id, 1, **settings)
     configs = learner_configs(cfg)
     roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
     groups, scripted = build_groups(roles, vec, configs, cfg.seed)
@@ -69,18 +85,19 @@ def evaluate(
             g.train = False
         g.explore = g.explore and not greedy
     returns = evaluate_groups(
-        cfg.env.id, dict(cfg.env.settings), groups, scripted, episodes, seed, num_envs,
-        explore=None,
-    )  # fmt: skip
-    print(f"{ckpt} on {cfg.env.id}: {episodes} episodes, {'greedy' if greedy else 'sampled'}")
+        cfg.env.id, settings, groups, scripted, episodes, seed, num_envs, explore=None
+    )
+    under = ", ".join(f"{k}={v!r}" for k, v in stage.items())
+    print(
+        f"{ckpt} on {cfg.env.id}{f' ({under})' if under else ''}: {episodes} episodes, "
+        f"{'greedy' if greedy else 'sampled'}"
+    )
     for k, agent in enumerate(vec.possible_agents):
         mean, half = mean_ci(returns[:, k])
         print(f"  {agent} ({roles[agent].kind}): mean return {mean:.3f} +/- {half:.3f} (95% CI)")
     for i in range(videos):
         path = ckpt.parent.parent / "videos" / f"eval_{ckpt.stem}_{i}.mp4"
-        video = record_groups_video(
-            cfg.env.id, dict(cfg.env.settings), groups, scripted, path, seed + i
-        )
+        video = record_groups_video(cfg.env.id, settings, groups, scripted, path, seed + i)
         print(f"  video: {video}")
     return returns
 
@@ -101,6 +118,19 @@ def _int_at_least(low: int):
     return parse
 
 
+def _rule(text: str) -> tuple[str, Any]:
+    """An argparse type: ``NAME=VALUE``, a :class:`~marlgrid.Rules` field and a YAML value."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    parsed = yaml.safe_load(value)
+    try:
+        Rules().replace(**{name: parsed})
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name, parsed
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="run directory or checkpoint file")
@@ -111,8 +141,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--videos", type=_int_at_least(0), default=0, help="also record this many episodes"
     )
+    parser.add_argument(
+        "--rule",
+        type=_rule,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="play under this rule (any Rules field, e.g. penalty=1.5); repeatable",
+    )
     args = parser.parse_args(argv)
-    evaluate(args.target, args.episodes, args.greedy, args.num_envs, args.seed, args.videos)
+    rules = dict(args.rule)
+    evaluate(args.target, args.episodes, args.greedy, args.num_envs, args.seed, args.videos, rules)
 
 
 if __name__ == "__main__":

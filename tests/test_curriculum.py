@@ -332,6 +332,39 @@ def test_training_logs_and_applies_a_linear_schedule(tmp_path):
     assert trainer.vec.engine.rules_f[:, K.R_PENALTY].tolist() == pytest.approx([1.6, 1.6])
 
 
+def test_evaluation_and_videos_play_the_stage_a_checkpoint_reached(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    from marlgrid.agents.checkpoint import checkpoint_path, load_checkpoint
+    from marlgrid.agents.curriculum import checkpoint_rules
+    from marlgrid.agents.evaluation import training_settings
+    from marlgrid.agents.trainer import Trainer
+
+    # Updates end at steps 16, 32, 48: the linear schedule gives 0.8, 1.6 and 1.6 there.
+    curriculum = {"penalty": {"points": [[0, 0.0], [32, 1.6]]}}
+    cfg = _train_config(tmp_path, curriculum, total=48, settings={"max_steps": 10})
+    trainer = Trainer(cfg, tmp_path / "run")
+    trainer.run()
+    assert training_settings(trainer) == {"max_steps": 10, "penalty": pytest.approx(1.6)}
+    first = load_checkpoint(checkpoint_path(tmp_path / "run" / "checkpoints", 1))
+    assert first["global_step"] == 16
+    assert checkpoint_rules(cfg.curriculum, first) == {"penalty": pytest.approx(0.8)}
+    assert checkpoint_rules({}, first) == {}
+
+
+def test_evaluate_cli_reads_rules_and_refuses_unknown_ones():
+    import argparse
+
+    from experiments.evaluate import _rule
+
+    assert _rule("penalty=1.5") == ("penalty", 1.5)
+    assert _rule("respawn=false") == ("respawn", False)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown rule\(s\) \['bogus'\]"):
+        _rule("bogus=1")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected NAME=VALUE"):
+        _rule("penalty")
+
+
 def test_resume_continues_a_threshold_schedule(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)

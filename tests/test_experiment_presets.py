@@ -9,6 +9,7 @@ expert preset itself (one tiny run each).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 import shlex
 from collections.abc import Callable
@@ -42,7 +43,7 @@ ORACLES = {"agent_1": "oracle", "agent_2": "oracle"}
 FROZEN = {"agent_1": "expert_1", "agent_2": "expert_2"}
 #: full scale, small scale: (total env steps, the step at which the penalty anneal reaches 1.5)
 RUN = {
-    "expert": ((4_000_000, 2_000_000), (200_000, 100_000)),
+    "expert": ((4_000_000, 2_000_000), (400_000, 200_000)),
     "novice": ((2_000_000, None), (200_000, None)),
     "clutter": ((1_000_000, None), (200_000, None)),
 }
@@ -78,6 +79,8 @@ EXPECTED = {
     "prestige_off": Expected(CANON_3, scripted=ORACLES),
     "cluttered_solo": Expected(CLUTTER_1, run="clutter"),
     "cluttered_experts": Expected(CLUTTER_3, SHARED, run="clutter"),
+    "refresh_on": Expected(CANON_1, anneal=True, run="expert"),
+    "refresh_off": Expected(CANON_1, anneal=True, run="expert"),
     "cluttered_with_experts": Expected(
         CLUTTER_3, frozen=FROZEN, run="clutter", experts="cluttered_experts"
     ),
@@ -161,7 +164,8 @@ def test_header_launch_commands_sweep_seeds_at_both_scales_and_compose(preset):
         checkpoint = [a for a in args if "checkpoint=" in a]
         if checkpoint:  # a run-directory path, quoted for Hydra: '=' and ',' survive
             path = cfg.roles["agent_1"].checkpoint
-            assert path.startswith("runs/multirun/") and path.endswith(".pt") and "=" in path
+            assert path == checkpoint[0].split("=", 1)[1].strip('"'), checkpoint
+            assert path.startswith("runs/multirun/") and path.endswith(".pt")
             assert cfg.roles["agent_2"].checkpoint == path
             assert [cfg.roles[a].kind for a in ("agent_1", "agent_2")] == ["frozen", "frozen"]
     assert scales == {"full", "small"}
@@ -265,8 +269,10 @@ def test_preset_trains_a_couple_of_updates(preset, tmp_path, expert_checkpoint):
     assert [int(r["step"]) for r in rows] == [32, 64]
     payload = load_checkpoint(_newest(run_dir))
     assert sorted(payload["learners"]) == sorted(set(spec.trained.values()))
-    if spec.anneal:  # the penalty new episodes started with: 1.5 * step / 100k, small scale
-        assert [float(r["curriculum/penalty"]) for r in rows] == pytest.approx([0.0, 1.5 * 32e-5])
+    if spec.anneal:  # the penalty new episodes started with: 1.5 * step / 200k, small scale
+        assert [float(r["curriculum/penalty"]) for r in rows] == pytest.approx(
+            [0.0, 1.5 * 32 / 200_000]
+        )
     else:
         assert "curriculum/penalty" not in rows[0]
 
@@ -307,3 +313,18 @@ def test_novice_plays_beside_the_trained_experts_of_a_checkpoint(
     metrics = trainer.run()
     assert trainer.global_step == TINY_STEPS and trainer.iteration == TINY_UPDATES
     assert "charts/SPS" in metrics
+
+
+@pytest.mark.parametrize(("preset", "interval"), [("refresh_on", 4), ("refresh_off", 0)])
+def test_refresh_presets_differ_only_in_the_refresh_interval(preset, interval):
+    on, other = _compose(["experiment=refresh_on"]), _compose([f"experiment={preset}"])
+    assert other.agent.refresh_interval == interval
+    assert other.agent == dataclasses.replace(on.agent, refresh_interval=interval)
+    assert (other.env, other.curriculum, other.roles) == (on.env, on.curriculum, on.roles)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_presets_train_the_fast_symbolic_torso(preset):
+    cfg = _compose([f"experiment={preset}"])
+    assert cfg.agent.network.symbolic_encoder == "bag"
+    assert all(c.network.symbolic_encoder == "bag" for c in cfg.learners.values())

@@ -38,9 +38,21 @@ def save_checkpoint(
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
         raise ValueError(f"keep must be an integer >= 1 or None (keep all), got {keep!r}")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     target = checkpoint_path(directory, update)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt_", suffix=".tmp", dir=directory)
+    write_atomically(target, payload)
+    if keep is not None:
+        for old in list_checkpoints(directory)[:-keep]:
+            if old != target:
+                old.unlink(missing_ok=True)
+    return target
+
+
+def write_atomically(target: Path, payload: dict[str, Any]) -> Path:
+    """``torch.save`` ``payload`` (with the format number) to ``target`` through a temporary
+    file in the same folder, flushed and renamed: ``target`` is never left partly written."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt_", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save({"format": FORMAT, **payload}, f)
@@ -50,11 +62,46 @@ def save_checkpoint(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if keep is not None:
-        for old in list_checkpoints(directory)[:-keep]:
-            if old != target:
-                old.unlink(missing_ok=True)
     return target
+
+
+#: learner-state entries only training needs: an exported policy leaves them out
+TRAINING_ONLY = ("optimizer",)
+
+
+def export_policies(
+    source: Path, target: Path, learners: list[str] | None = None, note: str | None = None
+) -> Path:
+    """Write the learners of checkpoint ``source`` (all, or those named) to ``target`` for
+    acting only: no optimizer state, no replay, no RNG of the run. The file loads as a frozen
+    role's checkpoint (``roles.<agent>.checkpoint=...``); it cannot resume training."""
+    payload = load_checkpoint(source)
+    found = payload["learners"]
+    names = list(found) if learners is None else learners
+    missing = [n for n in names if n not in found]
+    if missing or not names:
+        raise CheckpointError(
+            f"checkpoint {source} holds learners {sorted(found)}; cannot export {missing or names}"
+        )
+    policies = {}
+    for name in names:
+        state = {k: v for k, v in found[name].items() if k not in TRAINING_ONLY}
+        if "replay" in state:
+            state["replay"] = None
+        policies[name] = state
+    exported = {
+        "identity": payload.get("identity", {}),
+        "learners": policies,
+        "update": payload["update"],
+        "global_step": payload["global_step"],
+        "total_timesteps": payload.get("total_timesteps"),
+        "exported_from": str(source),
+    }
+    if "curriculum" in payload:
+        exported["curriculum"] = payload["curriculum"]
+    if note:
+        exported["note"] = note
+    return write_atomically(target, exported)
 
 
 def list_checkpoints(directory: Path) -> list[Path]:

@@ -285,6 +285,10 @@ class CurriculumCallback(Callback):
                 )
         self._apply(trainer)
 
+    def values_at(self, step: int) -> dict[str, Any]:
+        """Every scheduled rule's value once ``step`` env steps are done."""
+        return {name: s.value(step) for name, s in self.schedules.items()}
+
     def state_dict(self) -> dict[str, Any]:
         return {name: s.state_dict() for name, s in self.schedules.items()}
 
@@ -292,3 +296,13 @@ class CurriculumCallback(Callback):
         for name, s in self.schedules.items():
             if name in state:
                 s.load_state_dict(state[name])
+
+
+def checkpoint_rules(curriculum: Mapping[str, Any], payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The rules a run's curriculum had reached at a checkpoint (``{}`` without a curriculum):
+    what its policies were last trained under, for evaluation and videos."""
+    if not curriculum:
+        return {}
+    callback = CurriculumCallback(curriculum)
+    callback.load_state_dict(payload.get("curriculum", {}))
+    return callback.values_at(int(payload.get("global_step", 0)))

@@ -376,7 +376,8 @@ class DRQN:
         and ``replay_refilled`` is set (the trainer can log it)."""
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "optimizer" in state:  # absent from an exported policy (acting only)
+            self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.np_rng = _rng_from_state(state["np_rng"])
         self.progress = float(state["progress"])

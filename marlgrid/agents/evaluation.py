@@ -52,11 +52,21 @@ def evaluate_groups(
     return returns[:episodes]
 
 
+def training_settings(trainer: Trainer) -> dict[str, Any]:
+    """The env settings the trainer's batch plays now: the config's, with the rules a
+    curriculum has set (so evaluation and videos see the stage training is at)."""
+    settings = dict(trainer.cfg.env.settings)
+    if trainer.curriculum is not None:
+        settings.update(trainer.curriculum.current)
+    return settings
+
+
 def evaluate(trainer: Trainer, episodes: int, seed: int) -> dict[str, float]:
-    """``eval/return`` (mean over the trained agents) and ``eval/return_<agent>``, greedy."""
+    """``eval/return`` (mean over the trained agents) and ``eval/return_<agent>``, greedy, under
+    the rules training is at."""
     cfg = trainer.cfg
     returns = evaluate_groups(
-        cfg.env.id, dict(cfg.env.settings), trainer.groups, trainer.scripted, episodes, seed
+        cfg.env.id, training_settings(trainer), trainer.groups, trainer.scripted, episodes, seed
     )
     agents = trainer.vec.possible_agents
     out = {"eval/return": float(returns[:, trainer.learner_columns].mean())}
@@ -87,11 +97,12 @@ class GroupPolicy:
 
 
 def record_video(trainer: Trainer, path: Path, seed: int) -> Path | None:
-    """Play one greedy episode of the trainer's groups and scripted policies; write a video."""
-    cfg = trainer.cfg
+    """Play one greedy episode of the trainer's groups and scripted policies under the rules
+    training is at; write a video."""
     return record_groups_video(
-        cfg.env.id, dict(cfg.env.settings), trainer.groups, trainer.scripted, path, seed
-    )
+        trainer.cfg.env.id, training_settings(trainer), trainer.groups, trainer.scripted, path,
+        seed,
+    )  # fmt: skip
 
 
 def record_groups_video(

@@ -414,7 +414,8 @@ class PPO:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved (the config entry is informational)."""
         self.net.load_state_dict(state["net"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "optimizer" in state:  # absent from an exported policy (acting only)
+            self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.num_updates = int(state["num_updates"])
         self.num_refreshes = int(state["num_refreshes"])

@@ -77,6 +77,31 @@ def test_frozen_gru_expert_plays_beside_an_lstm_learner(tmp_path) -> None:
     assert set(payload["learners"]) == {"main"}  # frozen learners are not saved again
 
 
+def test_an_exported_expert_drops_training_state_and_plays_as_the_same_policy(tmp_path) -> None:
+    from experiments.export_expert import main as export_main
+    from marlgrid.agents.checkpoint import CheckpointError, export_policies
+    from marlgrid.agents.roles import load_frozen
+
+    learners = {"expert_1": _ppo("gru")}
+    roles = {"agent_1": {"kind": "learner", "learner": "expert_1"}}
+    train(_cfg(roles=roles, learners=learners), tmp_path / "run")
+    source = list_checkpoints(tmp_path / "run" / "checkpoints")[-1]
+    out = tmp_path / "experts" / "e.pt"
+    export_main([str(tmp_path / "run"), str(out), "--learners", "expert_1", "--note", "hi"])
+    full, small = load_checkpoint(source), load_checkpoint(out)
+    assert set(small["learners"]) == {"expert_1"} and small["note"] == "hi"
+    assert "optimizer" not in small["learners"]["expert_1"] and "torch_rng" not in small
+    assert small["global_step"] == full["global_step"] == 32
+    assert out.stat().st_size < source.stat().st_size / 2
+    obs_space, act_space = _spaces()
+    played = load_frozen(out, "expert_1", obs_space, act_space)
+    saved = full["learners"]["expert_1"]["net"]
+    assert all(torch.equal(v, saved[k]) for k, v in played.net.state_dict().items())
+    with pytest.raises(CheckpointError, match=r"holds learners \['expert_1', 'main'\]"):
+        export_policies(source, tmp_path / "x.pt", ["nobody"])
+    assert not (tmp_path / "x.pt").exists()
+
+
 def test_unknown_learner_name_fails_at_start_naming_the_known_ones(tmp_path) -> None:
     roles = {"agent_1": {"kind": "learner", "learner": "novice"}}
     with pytest.raises(ConfigError, match=r"'novice'.*\['expert', 'main'\]"):
