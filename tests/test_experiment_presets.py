@@ -37,6 +37,15 @@ CANON_3 = "MarlGrid-GoalCycle-13x13-3Agents-v0"
 CANON_1 = "MarlGrid-GoalCycle-13x13-v0"
 CLUTTER_3 = "MarlGrid-Cluttered-11x11-3Agents-v0"
 CLUTTER_1 = "MarlGrid-Cluttered-11x11-v0"
+TWO_TILES = "MarlGrid-GoalCycle-7x7-v0"
+#: env id -> full-scale size, penalty, n_goals, episode length (goal cycles)
+TASKS = {
+    CANON_3: (13, 1.5, 3, 250),
+    CANON_1: (13, 1.5, 3, 250),
+    CLUTTER_3: (11, None, None, None),
+    CLUTTER_1: (11, None, None, None),
+    TWO_TILES: (7, 0.5, 2, 60),
+}
 SEPARATE = {"agent_0": "main", "agent_1": "expert_1", "agent_2": "expert_2"}
 SHARED = {"agent_0": "main", "agent_1": "main", "agent_2": "main"}
 ORACLES = {"agent_1": "oracle", "agent_2": "oracle"}
@@ -46,6 +55,7 @@ RUN = {
     "expert": ((4_000_000, 2_000_000), (400_000, 200_000)),
     "novice": ((2_000_000, None), (200_000, None)),
     "clutter": ((1_000_000, None), (200_000, None)),
+    "refresh": ((1_000_000, None), (200_000, None)),
 }
 
 SOLO = {"agent_0": "main"}
@@ -79,8 +89,8 @@ EXPECTED = {
     "prestige_off": Expected(CANON_3, scripted=ORACLES),
     "cluttered_solo": Expected(CLUTTER_1, run="clutter"),
     "cluttered_experts": Expected(CLUTTER_3, SHARED, run="clutter"),
-    "refresh_on": Expected(CANON_1, anneal=True, run="expert"),
-    "refresh_off": Expected(CANON_1, anneal=True, run="expert"),
+    "refresh_on": Expected(TWO_TILES, run="refresh"),
+    "refresh_off": Expected(TWO_TILES, run="refresh"),
     "cluttered_with_experts": Expected(
         CLUTTER_3, frozen=FROZEN, run="clutter", experts="cluttered_experts"
     ),
@@ -203,17 +213,17 @@ def test_preset_composes_into_its_task(preset, scale):
     else:
         assert cfg.curriculum == {}
     # the env as built: size, penalty, per-agent sight and colours
-    full_size = 13 if "GoalCycle" in spec.env else 11
+    full_size, penalty, n_goals, full_steps = TASKS[spec.env]
     assert (env.width, env.height) == ((7, 7) if small else (full_size, full_size))
     if "GoalCycle" in spec.env:
-        assert env.rules.penalty == 1.5 and env.rules.n_goals == 3
-        assert env.max_steps == (100 if small else 250)
+        assert env.rules.penalty == penalty and env.rules.n_goals == n_goals
+        assert env.max_steps == (100 if small else full_steps)
     hides = [a.hide for a in env.agent_configs]
     assert hides == [("cycle_tile",) if spec.blind and i == 0 else () for i in range(len(hides))]
     colors = [a.color for a in env.agent_configs]
     defaults = ["red", "blue", "purple"][: len(colors)]
     assert colors == (["prestige"] * len(colors) if spec.prestige else defaults)
-    if "GoalCycle" in spec.env:  # the canonical view survives the per-agent settings
+    if "GoalCycle-13x13" in spec.env:  # the canonical view survives the per-agent settings
         assert {(a.view_size, a.view_offset) for a in env.agent_configs} == {(7, 1)}
 
 
@@ -324,7 +334,9 @@ def test_refresh_presets_differ_only_in_the_refresh_interval(preset, interval):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_presets_train_the_fast_symbolic_torso(preset):
+def test_presets_train_the_fast_symbolic_torso_on_both_cores(preset):
     cfg = _compose([f"experiment={preset}"])
+    assert cfg.torch_threads == 2
+    assert _compose([f"experiment={preset}", "torch_threads=1"]).torch_threads == 1
     assert cfg.agent.network.symbolic_encoder == "bag"
     assert all(c.network.symbolic_encoder == "bag" for c in cfg.learners.values())
