@@ -4,6 +4,7 @@
     python experiments/popgym.py --env popgym-BattleshipEasy-v0 --num-envs 32 --set lr=0.0001
     python experiments/popgym.py --sweep --envs RepeatPreviousEasy,CountRecallEasy \\
         --memories gru,none --seeds 0,1,2 --steps 500000 --out runs/popgym_sweep
+    python experiments/popgym.py --env MortarMayhem-Grid-v0 --memory gru --steps 1000000
 
 One run trains the agent preset (``--agent``, default ``conf/agent/ppo_popgym.yaml``; ``--memory``
 and ``--set key=value`` override it) on ``--num-envs`` copies of the env, wrapped as POPGym's
@@ -14,6 +15,10 @@ baselines are (``Antialias(PreviousAction(env))``; ``--no-previous-action``, ``-
 update (``num_envs x num_steps`` env steps) unless ``--batch-steps`` pools updates into batches
 of that many env steps (needed for learners that update every few steps, e.g.
 ``--agent conf/agent/drqn.yaml --discrete-action``).
+
+Memory Gym's grid tasks (``MortarMayhem-Grid-v0``, ``MysteryPath-Grid-v0``, from
+:mod:`marlgrid.agents.memory_gym_envs`) run the same way; their pixel frames set
+``network.tile_size`` before ``--set`` applies.
 
 ``--sweep`` runs every env x memory x seed cell, skipping cells already finished with the same
 settings (a cell is finished once its ``.json`` exists; one finished with other settings stops
@@ -95,7 +100,9 @@ def load_agent_preset(path: Path, memory: str | None = None, overrides: Sequence
 
 def cell_settings(args: argparse.Namespace, env_id: str, memory: str, seed: int) -> dict:
     """Everything that defines one run (compared when a sweep resumes), JSON-ready."""
-    cfg = load_agent_preset(args.agent, memory, args.set)
+    from marlgrid.agents.memory_gym_envs import network_overrides
+
+    cfg = load_agent_preset(args.agent, memory, [*network_overrides(env_id), *args.set])
     cfg.validate(num_slots=args.num_envs)
     batch_steps = args.batch_steps
     if batch_steps is None:
@@ -265,7 +272,7 @@ def _csv_list(text: str) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--env", default="RepeatPreviousEasy", help="POPGym env name or gymnasium id")
+    p.add_argument("--env", default="RepeatPreviousEasy", help="POPGym or Memory Gym env name/id")
     p.add_argument("--memory", default=None, help="memory core (default: the preset's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sweep", action="store_true", help="run --envs x --memories x --seeds")

@@ -19,10 +19,16 @@ size with the numbers. A batch in which no episode ended has no mean and is skip
 is optimistic, and more so with small batches.
 
 popgym is imported only when an env is made (``pip install 'marlgrid[popgym]'``).
+
+Memory Gym's grid tasks (``MortarMayhem-Grid-v0``, ``MysteryPath-Grid-v0``) run through the same
+functions: :func:`resolve_env_id` and :func:`make_env` accept their ids
+(:mod:`marlgrid.agents.memory_gym_envs`; memory-gym is imported only then). POPGym's wrappers
+stay options there and need popgym.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +38,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from marlgrid.agents.memory_gym_envs import (
+    import_memory_gym,
+    make_memory_gym_env,
+    memory_gym_env_ids,
+    resolve_memory_gym_id,
+)
 from marlgrid.config import check_int, check_names
 
 __all__ = [
@@ -60,8 +72,32 @@ def _import_popgym() -> Any:
         ) from err
 
 
+def _popgym_module(name: str) -> Any:
+    """``popgym.<name>``, for POPGym's wrappers; a missing popgym raises naming the extra."""
+    try:
+        return importlib.import_module(f"popgym.{name}")
+    except ImportError as err:
+        raise ImportError(
+            "POPGym's wrappers need the popgym package: pip install 'marlgrid[popgym]' "
+            f"(or turn them off: {', '.join(f'{w}=False' for w in WRAPPER_OPTIONS)})"
+        ) from err
+
+
 def _wrapper(name: str) -> Any:
-    return getattr(importlib.import_module("popgym.wrappers"), name)
+    return getattr(_popgym_module("wrappers"), name)
+
+
+@functools.cache
+def _popgym_env_adapter() -> type[gym.Wrapper]:
+    """A wrapper class that makes any env a ``POPGymEnv`` (one without a hidden state to
+    report), the type POPGym's wrappers accept."""
+    base = _popgym_module("core.env").POPGymEnv
+
+    class AsPOPGymEnv(gym.Wrapper, base):  # type: ignore[misc, valid-type]
+        def get_state(self) -> Any:
+            raise NotImplementedError(f"{self.env} has no hidden state to report")
+
+    return AsPOPGymEnv
 
 
 # --------------------------------------------------------------------------------------------------
@@ -77,14 +113,23 @@ def popgym_env_ids() -> list[str]:
 
 def resolve_env_id(name: str) -> str:
     """The registered id for ``name``: a full id, or the ``<Name>`` part of
-    ``popgym-<Name>-v0`` (any case). An unknown name raises, listing the registered names."""
+    ``popgym-<Name>-v0`` (any case), or a Memory Gym grid task
+    (:func:`~marlgrid.agents.memory_gym_envs.resolve_memory_gym_id`; memory-gym must then be
+    installed). An unknown name raises, listing the registered names."""
+    memory_gym_id = resolve_memory_gym_id(name)
+    if memory_gym_id is not None:
+        import_memory_gym()  # a missing package fails here, not when the env is made
+        return memory_gym_id
     ids = popgym_env_ids()
     wanted = name.strip().lower()
     for env_id in ids:
         if wanted in (env_id.lower(), env_id.lower().removeprefix("popgym-").removesuffix("-v0")):
             return env_id
     names = ", ".join(i.removeprefix("popgym-").removesuffix("-v0") for i in ids)
-    raise ValueError(f"unknown POPGym env {name!r}; registered: {names}")
+    raise ValueError(
+        f"unknown POPGym env {name!r}; registered: {names}; "
+        f"Memory Gym: {', '.join(memory_gym_env_ids())}"
+    )
 
 
 def _flat_leaves(space: spaces.Space, prefix: str = "") -> dict[str, spaces.Space]:
@@ -153,7 +198,8 @@ def make_env(
     antialias: bool = True,
     discrete_action: bool = False,
 ) -> gym.Env:
-    """One POPGym env (:func:`resolve_env_id` names), wrapped as POPGym's baselines are.
+    """One POPGym or Memory Gym env (:func:`resolve_env_id` names), wrapped as POPGym's
+    baselines are.
 
     ``discrete_action``: ``DiscreteAction`` first (a ``MultiDiscrete`` action becomes one
     ``Discrete``, for learners without MultiDiscrete heads); then ``PreviousAction`` (the last
@@ -161,7 +207,14 @@ def make_env(
     flag joins it). POPGym's baselines use ``Antialias(PreviousAction(env))``, the default here.
     ``Tuple`` observations then become a flat ``Dict`` (:class:`FlatDictObservation`).
     """
-    env: gym.Env = gym.make(resolve_env_id(name), disable_env_checker=True)
+    env_id = resolve_env_id(name)
+    env: gym.Env
+    if resolve_memory_gym_id(env_id) is not None:
+        env = make_memory_gym_env(env_id)
+        if discrete_action or previous_action or antialias:
+            env = _popgym_env_adapter()(env)  # POPGym's wrappers take POPGym envs only
+    else:
+        env = gym.make(env_id, disable_env_checker=True)
     if discrete_action:
         env = _wrapper("DiscreteAction")(env)
     if previous_action:

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The runs behind the five social-learning pages (experiments/results/social_*.md), at the small
+# scale stated there (scale=small: 7x7 maps, 100-step episodes), seeds 0-2, in two lanes that
+# run at the same time (one core each, torch_threads=1):
+#
+#   bash experiments/results/social_runs.sh          # both lanes, then the pages' figures
+#   LANE=a bash experiments/results/social_runs.sh   # one lane only (LANE=b for the other)
+#
+# Resumable: every run has its own directory runs/multirun/<preset>/scale=small/seed_<k>;
+# rerunning resumes unfinished runs and skips finished ones. Logs: runs/social_logs/<lane>.log.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PY=${PY:-.venv/bin/python}
+export OMP_NUM_THREADS=1
+RUN="$PY experiments/train.py -m scale=small torch_threads=1 video=false logger.progress=false"
+SEEDS="seed=0,1,2"
+mkdir -p runs/social_logs
+
+lane_a() {
+    $RUN experiment=cluttered_experts seed=0  # one set of experts for every novice
+    $RUN experiment=cluttered_solo $SEEDS
+    local experts
+    experts=$(ls runs/multirun/cluttered_experts/scale=small/seed_0/checkpoints/ckpt_*.pt | tail -n 1)
+    $RUN experiment=cluttered_with_experts $SEEDS "roles.agent_1.checkpoint=\"$experts\""
+    $RUN experiment=refresh_off $SEEDS
+    $RUN experiment=expert_curriculum_shared $SEEDS
+}
+
+lane_b() {
+    $RUN experiment=solo_novice $SEEDS
+    $RUN experiment=blind_solo_novice $SEEDS
+    $RUN experiment=blind_novice_with_experts $SEEDS
+    $RUN experiment=refresh_on $SEEDS
+    $RUN experiment=expert_fixed_penalty_shared $SEEDS
+}
+
+case "${LANE:-both}" in
+    a) lane_a > runs/social_logs/a.log 2>&1 ;;
+    b) lane_b > runs/social_logs/b.log 2>&1 ;;
+    both)
+        lane_a > runs/social_logs/a.log 2>&1 &
+        lane_b > runs/social_logs/b.log 2>&1
+        wait
+        ;;
+    *) echo "LANE must be a, b or both, got ${LANE}" >&2; exit 2 ;;
+esac
