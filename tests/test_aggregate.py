@@ -404,3 +404,20 @@ def test_a_real_sweep_end_to_end(tmp_path, capsys):
              "--out", str(out)], capsys)  # fmt: skip
     assert "mean return of 2 greedy episodes" in Path(f"{out}.md").read_text()
     assert len(list(sweep.glob("*/seed_*/aggregate_eval_greedy_2ep_seed12345.json"))) == 4
+
+
+def test_tables_keep_three_significant_digits_of_small_values():
+    from marlgrid.analysis.report import FinalRow, markdown_table, table_digits
+
+    def row(label: str, mean: float, low: float, high: float) -> FinalRow:
+        stats = {"n": 3, "mean": mean, "mean_low": low, "mean_high": high}
+        stats.update(iqm=mean, iqm_low=low, iqm_high=high)
+        return FinalRow(label, (label,), [0, 1, 2], [], np.zeros(3), stats)
+
+    kl = [row("on", 0.000462, 0.000391, 0.000524), row("off", 0.000194, 0.000143, 0.000285)]
+    assert table_digits(kl) == 6
+    assert "| on | 3 | 0.000462 | [0.000391, 0.000524] | 0.000462 |" in markdown_table(kl, "KL")
+    returns = [row("a", 16.5, 15.2, 17.6), row("b", 0.05, 0.01, 0.09)]
+    assert table_digits(returns) == 3
+    assert table_digits([row("z", 0.0, 0.0, float("nan"))]) == 3
+    assert "| a | 3 | 16.50 |" in markdown_table(returns, "return", digits=2)

@@ -340,3 +340,20 @@ def test_presets_train_the_fast_symbolic_torso_on_both_cores(preset):
     assert _compose([f"experiment={preset}", "torch_threads=1"]).torch_threads == 1
     assert cfg.agent.network.symbolic_encoder == "bag"
     assert all(c.network.symbolic_encoder == "bag" for c in cfg.learners.values())
+
+
+@pytest.mark.parametrize(
+    ("social", "solo"),
+    [
+        ("novice_with_experts", "solo_novice"),
+        ("blind_novice_with_experts", "blind_solo_novice"),
+        ("prestige_on", "solo_novice"),
+        ("cluttered_with_experts", "cluttered_solo"),
+    ],
+)
+def test_a_novice_beside_experts_gets_the_batch_of_its_solo_baseline(social, solo):
+    for scale in ("full", "small"):
+        paired = [_compose([f"experiment={p}", f"scale={scale}"]) for p in (social, solo)]
+        assert paired[0].env.num_envs == paired[1].env.num_envs == 16
+        assert paired[0].agent == paired[1].agent
+        assert paired[0].total_timesteps == paired[1].total_timesteps

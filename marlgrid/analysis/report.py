@@ -51,8 +51,24 @@ def _interval(low: float, high: float, digits: int) -> str:
     return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def markdown_table(rows: Sequence[FinalRow], definition: str, digits: int = 3) -> str:
-    """The final-performance table; its header says what "final" is (``definition``)."""
+def table_digits(rows: Sequence[FinalRow], digits: int = 3) -> int:
+    """Decimals for a table: ``digits``, plus as many as values below 1 need to keep
+    ``digits`` significant ones (a KL of 0.00046 prints as 0.000462, not 0.000)."""
+    values = [
+        abs(v)
+        for row in rows
+        for key in ("mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high")
+        if math.isfinite(v := float(row.stats[key])) and v != 0.0
+    ]
+    if not values or max(values) >= 1:
+        return digits
+    return digits + math.floor(-math.log10(max(values)))
+
+
+def markdown_table(rows: Sequence[FinalRow], definition: str, digits: int | None = None) -> str:
+    """The final-performance table; its header says what "final" is (``definition``).
+    ``digits`` decimals, by default :func:`table_digits`."""
+    digits = table_digits(rows) if digits is None else digits
     lines = [
         f"| condition | n seeds | mean ({definition}) | 95% CI | IQM | IQM 95% CI |",
         "|---|---:|---:|---|---:|---|",

@@ -1,0 +1,142 @@
+"""Goal-cycle tile entries of trained runs and scripted policies, before and after the first
+reward of each episode (the table of social_high_penalty.md).
+
+    python experiments/results/tile_visits.py runs/multirun/solo_novice/scale=small/seed_* \
+        --scripted random discoverer --episodes 200 \
+        --csv experiments/results/social_high_penalty_visits.csv
+
+Every run plays ``--episodes`` fresh layouts of its own env (its config, its curriculum's stage)
+with sampled actions (``--greedy``: the likeliest); scripted policies play the env of the first
+run. An entry is a step whose reward is not 0 for agent_0 (a correct tile pays +1, a wrong one
+costs the penalty).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be importable
+    sys.path.insert(0, str(ROOT))
+
+import marlgrid  # noqa: E402
+from experiments.evaluate import load_run  # noqa: E402
+from marlgrid.agents.checkpoint import load_checkpoint  # noqa: E402
+from marlgrid.agents.curriculum import checkpoint_rules  # noqa: E402
+from marlgrid.agents.evaluation import GroupPolicy  # noqa: E402
+from marlgrid.agents.roles import build_groups, resolve_roles  # noqa: E402
+from marlgrid.agents.trainer import learner_configs  # noqa: E402
+from marlgrid.policies import make_policy, scripted_action  # noqa: E402
+
+AGENT = "agent_0"
+
+
+def episode_entries(env, players, scripted, seed: int) -> list[float]:
+    """The non-zero rewards of agent_0 in one episode, in order."""
+    obs, _ = env.reset(seed=seed)
+    if players is not None:
+        players.reset(obs)
+    for policy in scripted.values():
+        if hasattr(policy, "reset"):
+            policy.reset()
+    ended: dict[str, bool] = {}
+    entries = []
+    while env.agents:
+        actions = players.actions(obs, ended) if players is not None else {}
+        for agent, policy in scripted.items():
+            actions[agent] = scripted_action(policy, env, agent)
+        obs, rewards, terms, truncs, _ = env.step({a: actions[a] for a in env.agents})
+        if rewards.get(AGENT, 0.0) != 0.0:
+            entries.append(float(rewards[AGENT]))
+        ended = {a: terms.get(a, False) or truncs.get(a, False) for a in env.possible_agents}
+    return entries
+
+
+def summarize(name: str, episodes: list[list[float]]) -> dict[str, float | str]:
+    """Per-episode means: rewards, penalties, entries after the first reward, return."""
+    rewards = np.array([sum(r > 0 for r in e) for e in episodes], float)
+    penalties = np.array([sum(r < 0 for r in e) for e in episodes], float)
+    after = []
+    for e in episodes:
+        first = next((i for i, r in enumerate(e) if r > 0), None)
+        after.append(0 if first is None else len(e) - first - 1)
+    after = np.array(after, float)
+    got = rewards > 0
+    returns = np.array([sum(e) for e in episodes])
+    return {
+        "policy": name,
+        "episodes": len(episodes),
+        "return": returns.mean(),
+        "rewards": rewards.mean(),
+        "penalties": penalties.mean(),
+        "with_a_reward": got.mean(),
+        "entries_after_first_reward": after.mean(),
+        "no_entry_after_first_reward": ((after == 0) & (rewards > 0)).sum()
+        / max(1, (rewards > 0).sum()),
+    }
+
+
+def _cell(key: str, value: object) -> str:
+    return f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}"
+
+
+def run_players(run_dir: Path, greedy: bool):
+    """The run's env (under its curriculum's stage) and its trained groups acting in it."""
+    cfg, ckpt = load_run(run_dir)
+    payload = load_checkpoint(ckpt)
+    settings = {**cfg.env.settings, **checkpoint_rules(cfg.curriculum, payload)}
+    vec = marlgrid.make_vec(cfg.env.id, 1, **settings)
+    configs = learner_configs(cfg)
+    roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
+    groups, scripted = build_groups(roles, vec, configs, cfg.seed)
+    for g in groups:
+        if g.train:
+            g.learner.load_state_dict(payload["learners"][g.name])
+            g.train = False
+    env = marlgrid.make(cfg.env.id, **settings)
+    players = GroupPolicy(groups, env)
+    for g in players.groups:  # acting copies are greedy unless told otherwise
+        g.explore = not greedy
+    return env, players, scripted
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--scripted", nargs="*", default=[], help="scripted policies to compare")
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--seed", type=int, default=50_000, help="first layout seed")
+    parser.add_argument("--csv", type=Path)
+    args = parser.parse_args(argv)
+    seeds = range(args.seed, args.seed + args.episodes)
+    rows = []
+    env = None
+    for run in args.runs:
+        env, players, scripted = run_players(run, args.greedy)
+        rows.append(
+            summarize(str(run), [episode_entries(env, players, scripted, s) for s in seeds])
+        )
+    for name in args.scripted:
+        policies = {a: make_policy(name, 7) for a in env.possible_agents}
+        rows.append(summarize(name, [episode_entries(env, None, policies, s) for s in seeds]))
+    for row in rows:
+        print(
+            "  ".join(
+                f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+            )
+        )
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
