@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The runs behind the five social-learning pages (experiments/results/social_*.md), at the small
 # scale stated there (scale=small: 7x7 maps, 100-step episodes), seeds 0-2, in two lanes that
-# run at the same time (one core each, torch_threads=1):
+# run at the same time (one core each, torch_threads=1), about 1.5 hours in all. The pages'
+# aggregate and tile_visits.py commands then make their figures and tables.
 #
 #   bash experiments/results/social_runs.sh          # both lanes, then the pages' figures
 #   LANE=a bash experiments/results/social_runs.sh   # one lane only (LANE=b for the other)
@@ -25,6 +26,7 @@ lane_a() {
     $RUN experiment=cluttered_with_experts $SEEDS "roles.agent_1.checkpoint=\"$experts\""
     $RUN experiment=refresh_off $SEEDS
     $RUN experiment=expert_curriculum_shared $SEEDS
+    $RUN experiment=solo_novice total_timesteps=1000000 $SEEDS
 }
 
 lane_b() {
@@ -33,6 +35,8 @@ lane_b() {
     $RUN experiment=blind_novice_with_experts $SEEDS
     $RUN experiment=refresh_on $SEEDS
     $RUN experiment=expert_fixed_penalty_shared $SEEDS
+    $PY experiments/train.py -m name=refresh_tmaze agent.refresh_interval=0,2 $SEEDS video=false \
+        logger.progress=false
 }
 
 case "${LANE:-both}" in
