@@ -315,9 +315,12 @@ def _column(run_dir: Path, key: str) -> list[float]:
         return [float(row[key]) for row in csv.DictReader(f)]
 
 
-def test_training_logs_and_applies_a_linear_schedule(tmp_path):
+def test_training_logs_and_applies_a_linear_schedule_and_evaluation_plays_its_stage(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
+    from marlgrid.agents.checkpoint import checkpoint_path, load_checkpoint
+    from marlgrid.agents.curriculum import checkpoint_rules
+    from marlgrid.agents.evaluation import training_settings
     from marlgrid.agents.trainer import Trainer
 
     # 2 envs x 8 steps per update: global_step 0, 16, 32 at the starts of the 3 updates.
@@ -330,21 +333,8 @@ def test_training_logs_and_applies_a_linear_schedule(tmp_path):
     # before the first reset (0, not the env's 0.5), then 0.8 (set at step 8), then 1.6.
     assert [r.penalty for r in trainer.vec.episode_rules] == pytest.approx([1.6, 1.6])
     assert trainer.vec.engine.rules_f[:, K.R_PENALTY].tolist() == pytest.approx([1.6, 1.6])
-
-
-def test_evaluation_and_videos_play_the_stage_a_checkpoint_reached(tmp_path):
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    from marlgrid.agents.checkpoint import checkpoint_path, load_checkpoint
-    from marlgrid.agents.curriculum import checkpoint_rules
-    from marlgrid.agents.evaluation import training_settings
-    from marlgrid.agents.trainer import Trainer
-
-    # Updates end at steps 16, 32, 48: the linear schedule gives 0.8, 1.6 and 1.6 there.
-    curriculum = {"penalty": {"points": [[0, 0.0], [32, 1.6]]}}
-    cfg = _train_config(tmp_path, curriculum, total=48, settings={"max_steps": 10})
-    trainer = Trainer(cfg, tmp_path / "run")
-    trainer.run()
+    # Evaluation and videos play the stage training is at, and a checkpoint's own stage:
+    # update 1 ended at step 16, where the schedule gives 0.8.
     assert training_settings(trainer) == {"max_steps": 10, "penalty": pytest.approx(1.6)}
     first = load_checkpoint(checkpoint_path(tmp_path / "run" / "checkpoints", 1))
     assert first["global_step"] == 16

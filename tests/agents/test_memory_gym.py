@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,15 +70,6 @@ def test_missing_memory_gym_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "memory_gym", None)  # import fails as if not installed
     with pytest.raises(ImportError, match=r"marlgrid\[memorygym\]' && pip install --no-deps"):
         resolve_env_id("MortarMayhemGrid")
-
-
-def test_import_marlgrid_does_not_import_memory_gym_or_pygame() -> None:
-    code = (
-        "import sys, marlgrid, marlgrid.agents, marlgrid.agents.popgym_harness; "
-        "print('memory_gym' in sys.modules, 'pygame' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False False"
 
 
 # -- envs, wrappers and encoders ------------------------------------------------------------------

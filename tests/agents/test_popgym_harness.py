@@ -318,13 +318,13 @@ def test_ppo_multidiscrete_actions_reach_battleship() -> None:
     assert history[0]["losses/entropy"] == pytest.approx(2 * math.log(8), abs=0.05)
 
 
-def test_import_marlgrid_does_not_import_popgym() -> None:
+def test_import_marlgrid_does_not_import_popgym_memory_gym_or_pygame() -> None:
     code = (
         "import sys, marlgrid, marlgrid.agents, marlgrid.agents.popgym_harness; "
-        "print('popgym' in sys.modules)"
+        "print([m in sys.modules for m in ('popgym', 'memory_gym', 'pygame')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[False, False, False]"
 
 
 def test_preset_composes_with_the_train_schema() -> None:
