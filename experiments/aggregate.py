@@ -25,6 +25,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,10 +89,20 @@ def evaluated_return(
 
 
 def report_lines(result: Aggregate) -> list[str]:
-    """One line per run left out and per run missing from a sweep."""
+    """One line per run left out, per run missing from a sweep, and per seed that a condition
+    holds more than once (runs that differ in settings the grouping leaves out)."""
     lines = [f"left out: {x.path}: {x.reason}" for x in result.left_out]
     for m in result.missing:
         lines.append(f"missing: {m.path} ({','.join(m.key)}, seed {m.seed}): no such run")
+    for c in result.conditions:
+        for seed, count in sorted(Counter(c.seeds).items(), key=lambda sc: str(sc[0])):
+            if seed is not None and count > 1:
+                paths = ", ".join(str(r.path) for r in c.runs if r.seed == seed)
+                lines.append(
+                    f"repeated seed: {c.label} holds seed {seed} {count} times ({paths}); they "
+                    "differ in settings the grouping leaves out: group by them too, or pass "
+                    "one sweep folder"
+                )
     return lines
 
 

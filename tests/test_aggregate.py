@@ -421,3 +421,15 @@ def test_tables_keep_three_significant_digits_of_small_values():
     assert table_digits(returns) == 3
     assert table_digits([row("z", 0.0, 0.0, float("nan"))]) == 3
     assert "| a | 3 | 16.50 |" in markdown_table(returns, "return", digits=2)
+
+
+def test_a_condition_holding_a_seed_twice_is_reported(tmp_path, capsys):
+    sweep = write_sweep(tmp_path)  # agent.lr=0.001 and 0.0003, seeds 0 and 1, all named demo
+    out = tmp_path / "results" / "pooled"
+    _, stderr = run_cli([str(sweep), "--group-by", "name", "--out", str(out)], capsys)
+    repeated = [line for line in stderr.splitlines() if line.startswith("repeated seed:")]
+    assert len(repeated) == 2, stderr
+    assert "name=demo holds seed 0 2 times" in repeated[0] and "agent.lr=0.001" in repeated[0]
+    assert "- repeated seed: name=demo holds seed 1 2 times" in out.with_suffix(".md").read_text()
+    _, stderr = run_cli([str(sweep), "--out", str(tmp_path / "results" / "split")], capsys)
+    assert "repeated seed" not in stderr
