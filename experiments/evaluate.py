@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +31,22 @@ from marlgrid.config import ConfigError
 from marlgrid.rules import Rules
 
 
+def newest_checkpoint(target: Path) -> Path:
+    """``target`` itself if it is a file, else the newest checkpoint of the run directory."""
+    if target.is_file():
+        return target
+    if not target.is_dir():
+        raise SystemExit(f"{target} is neither a run directory nor a checkpoint file")
+    found = list_checkpoints(target / "checkpoints")
+    if not found:
+        raise SystemExit(f"no checkpoints in {target / 'checkpoints'}")
+    return found[-1]
+
+
 def load_run(target: Path) -> tuple[TrainConfig, Path]:
     """The training config and the checkpoint file for a run directory or a checkpoint file."""
-    if target.is_file():
-        ckpt, run_dir = target, target.parent.parent
-    else:
-        run_dir = target
-        if not run_dir.is_dir():
-            raise SystemExit(f"{run_dir} is neither a run directory nor a checkpoint file")
-        found = list_checkpoints(run_dir / "checkpoints")
-        if not found:
-            raise SystemExit(f"no checkpoints in {run_dir / 'checkpoints'}")
-        ckpt = found[-1]
+    ckpt = newest_checkpoint(target)
+    run_dir = target if target.is_dir() else target.parent.parent
     config_file = run_dir / ".hydra" / "config.yaml"
     if not config_file.exists():
         raise SystemExit(f"{config_file} not found: is {run_dir} a training run directory?")
@@ -58,17 +63,24 @@ def mean_ci(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean()), 1.96 * float(values.std(ddof=1)) / math.sqrt(len(values))
 
 
-def evaluate(
-    target: Path,
-    episodes: int,
-    greedy: bool,
-    num_envs: int,
-    seed: int,
-    videos: int,
-    rules: dict[str, Any] | None = None,
-) -> np.ndarray:
-    """Print the mean return of every agent over ``episodes`` episodes; returns them all.
-    ``rules`` override the env's rules (by default those the run's curriculum had reached)."""
+@dataclass
+class SavedRun:
+    """A run's checkpoint rebuilt for acting: its env settings, groups and scripted policies."""
+
+    cfg: TrainConfig
+    checkpoint: Path
+    stage: dict[str, Any]  # the rules played under (the curriculum's, then the overrides)
+    settings: dict[str, Any]  # the env settings with ``stage`` applied
+    agents: list[str]
+    roles: dict[str, Any]
+    groups: list[Any]
+    scripted: dict[str, Any]
+
+
+def load_policies(target: Path, greedy: bool, rules: dict[str, Any] | None = None) -> SavedRun:
+    """The trained groups of a run directory (its newest checkpoint) or a checkpoint file,
+    frozen, under the rules its curriculum had reached (``rules`` override them); greedy
+    learners take the likeliest action."""
     import marlgrid
 
     cfg, ckpt = load_run(target)
@@ -84,6 +96,23 @@ def evaluate(
             g.learner.load_state_dict(payload["learners"][g.name])
             g.train = False
         g.explore = g.explore and not greedy
+    return SavedRun(cfg, ckpt, stage, settings, list(vec.possible_agents), roles, groups, scripted)
+
+
+def evaluate(
+    target: Path,
+    episodes: int,
+    greedy: bool,
+    num_envs: int,
+    seed: int,
+    videos: int,
+    rules: dict[str, Any] | None = None,
+) -> np.ndarray:
+    """Print the mean return of every agent over ``episodes`` episodes; returns them all.
+    ``rules`` override the env's rules (by default those the run's curriculum had reached)."""
+    run = load_policies(target, greedy, rules)
+    cfg, ckpt, stage, settings = run.cfg, run.checkpoint, run.stage, run.settings
+    groups, scripted, roles = run.groups, run.scripted, run.roles
     returns = evaluate_groups(
         cfg.env.id, settings, groups, scripted, episodes, seed, num_envs, explore=None
     )
@@ -92,7 +121,7 @@ def evaluate(
         f"{ckpt} on {cfg.env.id}{f' ({under})' if under else ''}: {episodes} episodes, "
         f"{'greedy' if greedy else 'sampled'}"
     )
-    for k, agent in enumerate(vec.possible_agents):
+    for k, agent in enumerate(run.agents):
         mean, half = mean_ci(returns[:, k])
         print(f"  {agent} ({roles[agent].kind}): mean return {mean:.3f} +/- {half:.3f} (95% CI)")
     for i in range(videos):

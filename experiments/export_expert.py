@@ -11,19 +11,15 @@ A run directory exports its newest checkpoint. The file plays as frozen experts:
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from marlgrid.agents.checkpoint import CheckpointError, export_policies, list_checkpoints
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be importable
+    sys.path.insert(0, str(ROOT))
 
-
-def newest_checkpoint(target: Path) -> Path:
-    """``target`` itself if it is a file, else the newest checkpoint of the run directory."""
-    if target.is_file():
-        return target
-    found = list_checkpoints(target / "checkpoints") if target.is_dir() else []
-    if not found:
-        raise SystemExit(f"{target} is neither a checkpoint file nor a run directory with one")
-    return found[-1]
+from experiments.evaluate import newest_checkpoint  # noqa: E402
+from marlgrid.agents.checkpoint import CheckpointError, export_policies  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

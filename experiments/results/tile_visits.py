@@ -25,12 +25,8 @@ if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be i
     sys.path.insert(0, str(ROOT))
 
 import marlgrid  # noqa: E402
-from experiments.evaluate import load_run  # noqa: E402
-from marlgrid.agents.checkpoint import load_checkpoint  # noqa: E402
-from marlgrid.agents.curriculum import checkpoint_rules  # noqa: E402
+from experiments.evaluate import load_policies  # noqa: E402
 from marlgrid.agents.evaluation import GroupPolicy  # noqa: E402
-from marlgrid.agents.roles import build_groups, resolve_roles  # noqa: E402
-from marlgrid.agents.trainer import learner_configs  # noqa: E402
 from marlgrid.policies import make_policy, scripted_action  # noqa: E402
 
 AGENT = "agent_0"
@@ -87,22 +83,12 @@ def _cell(key: str, value: object) -> str:
 
 def run_players(run_dir: Path, greedy: bool):
     """The run's env (under its curriculum's stage) and its trained groups acting in it."""
-    cfg, ckpt = load_run(run_dir)
-    payload = load_checkpoint(ckpt)
-    settings = {**cfg.env.settings, **checkpoint_rules(cfg.curriculum, payload)}
-    vec = marlgrid.make_vec(cfg.env.id, 1, **settings)
-    configs = learner_configs(cfg)
-    roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
-    groups, scripted = build_groups(roles, vec, configs, cfg.seed)
-    for g in groups:
-        if g.train:
-            g.learner.load_state_dict(payload["learners"][g.name])
-            g.train = False
-    env = marlgrid.make(cfg.env.id, **settings)
-    players = GroupPolicy(groups, env)
+    run = load_policies(run_dir, greedy)
+    env = marlgrid.make(run.cfg.env.id, **run.settings)
+    players = GroupPolicy(run.groups, env)
     for g in players.groups:  # acting copies are greedy unless told otherwise
         g.explore = not greedy
-    return env, players, scripted
+    return env, players, run.scripted
 
 
 def main(argv: list[str] | None = None) -> None:
