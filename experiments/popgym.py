@@ -9,12 +9,13 @@
 One run trains the agent preset (``--agent``, default ``conf/agent/ppo_popgym.yaml``; ``--memory``
 and ``--set key=value`` override it) on ``--num-envs`` copies of the env, wrapped as POPGym's
 baselines are (``Antialias(PreviousAction(env))``; ``--no-previous-action``, ``--no-antialias``,
-``--discrete-action`` change that). It writes ``<out>/<Env>/<memory>/seed_<seed>.csv`` (``step``,
-``batch_mean_return``: the mean return of the episodes that ended in each training batch) and a
-``.json`` beside it (settings, MMER, time), and prints the MMER with the batch size: one PPO
-update (``num_envs x num_steps`` env steps) unless ``--batch-steps`` pools updates into batches
-of that many env steps (needed for learners that update every few steps, e.g.
-``--agent conf/agent/drqn.yaml --discrete-action``).
+``--discrete-action`` change that; ``--box-action-bins K`` offers K evenly spaced values per
+dimension of a continuous action, which POPGym's pendulum tasks need). It writes
+``<out>/<Env>/<memory>/seed_<seed>.csv`` (``step``, ``batch_mean_return``: the mean return of
+the episodes that ended in each training batch) and a ``.json`` beside it (settings, MMER,
+time), and prints the MMER with the batch size: one PPO update (``num_envs x num_steps`` env
+steps) unless ``--batch-steps`` pools updates into batches of that many env steps (needed for
+learners that update every few steps, e.g. ``--agent conf/agent/drqn.yaml --discrete-action``).
 
 Memory Gym's grid tasks (``MortarMayhem-Grid-v0``, ``MysteryPath-Grid-v0``, from
 :mod:`marlgrid.agents.memory_gym_envs`) run the same way; their pixel frames set
@@ -125,11 +126,12 @@ def cell_settings(args: argparse.Namespace, env_id: str, memory: str, seed: int)
     )
 
 
-def wrappers(args: argparse.Namespace) -> dict[str, bool]:
+def wrappers(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "previous_action": not args.no_previous_action,
         "antialias": not args.no_antialias,
         "discrete_action": args.discrete_action,
+        "box_action_bins": args.box_action_bins,
     }
 
 
@@ -290,6 +292,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-previous-action", action="store_true")
     p.add_argument("--no-antialias", action="store_true")
     p.add_argument("--discrete-action", action="store_true", help="MultiDiscrete -> Discrete")
+    p.add_argument(
+        "--box-action-bins", type=int, default=None, metavar="K",
+        help="continuous (Box) actions as K evenly spaced values per dimension (e.g. pendulum)",
+    )  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("runs/popgym"), help="output folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -297,6 +303,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("steps", "num_envs", "threads", "batch_steps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.box_action_bins is not None and args.box_action_bins < 2:
+        p.error(f"--box-action-bins must be >= 2, got {args.box_action_bins}")
     if not args.sweep and (args.envs or args.memories or args.seeds):
         p.error("--envs, --memories and --seeds need --sweep (one run: --env, --memory, --seed)")
     return args
@@ -304,7 +312,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def plan_cells(args: argparse.Namespace) -> list[dict]:
     """The settings of every cell the command asks for (one, or the sweep's grid)."""
-    from marlgrid.agents.popgym_harness import resolve_env_id
+    from marlgrid.agents.popgym_harness import make_env, resolve_env_id
 
     if args.sweep:
         envs = [resolve_env_id(e) for e in (args.envs or [args.env])]
@@ -317,6 +325,8 @@ def plan_cells(args: argparse.Namespace) -> list[dict]:
         envs = [resolve_env_id(args.env)]
         memories = [args.memory or load_agent_preset(args.agent, None, args.set).network.memory]
         seeds = [args.seed]
+    for env_id in envs:  # a bad wrapper choice (continuous actions, no bins) fails before training
+        make_env(env_id, **wrappers(args)).close()
     return [cell_settings(args, e, m, s) for e in envs for m in memories for s in seeds]
 
 

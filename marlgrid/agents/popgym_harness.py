@@ -7,6 +7,8 @@
   autoreset, ready for :func:`~marlgrid.agents.rollout.train_on_vector_env`. ``Tuple`` (and
   nested) observations become a flat ``Dict`` (:class:`FlatDictObservation`), the form marlgrid's
   storage and rollouts carry; the encoders one-hot its discrete parts.
+- :class:`BinnedBoxAction`: a continuous (``Box``) action as ``K`` evenly spaced values per
+  dimension, for learners with categorical heads (``box_action_bins``; POPGym's pendulum tasks).
 - :func:`batch_mean_returns`, :func:`mmer`, :func:`mmer_over_seeds`: the metric from a training
   history.
 
@@ -47,6 +49,7 @@ from marlgrid.agents.memory_gym_envs import (
 from marlgrid.config import check_int, check_names
 
 __all__ = [
+    "BinnedBoxAction",
     "FlatDictObservation",
     "batch_mean_returns",
     "make_env",
@@ -58,7 +61,7 @@ __all__ = [
 ]
 
 #: the options of :func:`make_env` that choose POPGym wrappers
-WRAPPER_OPTIONS = ("previous_action", "antialias", "discrete_action")
+WRAPPER_OPTIONS = ("previous_action", "antialias", "discrete_action", "box_action_bins")
 #: the metric a training history records per update (mean return of the episodes that ended)
 RETURN_KEY = "charts/episodic_return"
 
@@ -89,12 +92,14 @@ def _wrapper(name: str) -> Any:
 
 @functools.cache
 def _popgym_env_adapter() -> type[gym.Wrapper]:
-    """A wrapper class that makes any env a ``POPGymEnv`` (one without a hidden state to
-    report), the type POPGym's wrappers accept."""
+    """A wrapper class that makes any env a ``POPGymEnv``, the type POPGym's wrappers accept;
+    its hidden state is the unwrapped env's if that is a POPGym env (none otherwise)."""
     base = _popgym_module("core.env").POPGymEnv
 
     class AsPOPGymEnv(gym.Wrapper, base):  # type: ignore[misc, valid-type]
         def get_state(self) -> Any:
+            if isinstance(self.env.unwrapped, base):
+                return self.env.unwrapped.get_state()
             raise NotImplementedError(f"{self.env} has no hidden state to report")
 
     return AsPOPGymEnv
@@ -184,6 +189,36 @@ class FlatDictObservation(gym.ObservationWrapper):
         return _flat_obs(self.env.observation_space, observation)
 
 
+class BinnedBoxAction(gym.ActionWrapper):
+    """A bounded ``Box`` action as ``bins`` evenly spaced values per dimension, ends included:
+    ``Discrete(bins)`` for one dimension, ``MultiDiscrete([bins] * n)`` for ``n``. Index ``i``
+    of a dimension plays ``low + i * (high - low) / (bins - 1)``.
+
+    The agent then chooses among ``bins`` torques instead of any torque in the range, a
+    restriction of the task to state beside its results."""
+
+    def __init__(self, env: gym.Env, bins: int) -> None:
+        super().__init__(env)
+        space = env.action_space
+        if not isinstance(space, spaces.Box):
+            raise TypeError(f"BinnedBoxAction needs a Box action space, got {space}")
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(f"BinnedBoxAction needs a bounded Box action space, got {space}")
+        self.bins = check_int("box_action_bins", bins, low=2)
+        low, high = space.low.reshape(-1), space.high.reshape(-1)
+        self._values = low[:, None] + (high - low)[:, None] * np.linspace(0.0, 1.0, self.bins)
+        self._shape, self._dtype = space.shape, space.dtype
+        n = low.size
+        self.action_space = (
+            spaces.Discrete(self.bins) if n == 1 else spaces.MultiDiscrete([self.bins] * n)
+        )
+
+    def action(self, action: Any) -> np.ndarray:
+        index = np.asarray(action, dtype=np.int64).reshape(-1)
+        values = self._values[np.arange(index.size), index]
+        return values.reshape(self._shape).astype(self._dtype)
+
+
 def _needs_flat_dict(space: spaces.Space) -> bool:
     if isinstance(space, spaces.Tuple):
         return True
@@ -197,14 +232,19 @@ def make_env(
     previous_action: bool = True,
     antialias: bool = True,
     discrete_action: bool = False,
+    box_action_bins: int | None = None,
 ) -> gym.Env:
     """One POPGym or Memory Gym env (:func:`resolve_env_id` names), wrapped as POPGym's
     baselines are.
 
-    ``discrete_action``: ``DiscreteAction`` first (a ``MultiDiscrete`` action becomes one
-    ``Discrete``, for learners without MultiDiscrete heads); then ``PreviousAction`` (the last
-    action joins the observation; a null action at reset); then ``Antialias`` (an is-first-step
-    flag joins it). POPGym's baselines use ``Antialias(PreviousAction(env))``, the default here.
+    ``box_action_bins``: a continuous (``Box``) action becomes that many values per dimension
+    (:class:`BinnedBoxAction`), applied before the other wrappers; envs with discrete actions
+    ignore it, and an env with continuous actions needs it (the learners' heads are
+    categorical). ``discrete_action``: ``DiscreteAction`` first (a ``MultiDiscrete`` action
+    becomes one ``Discrete``, for learners without MultiDiscrete heads); then
+    ``PreviousAction`` (the last action joins the observation; a null action at reset); then
+    ``Antialias`` (an is-first-step flag joins it). POPGym's baselines use
+    ``Antialias(PreviousAction(env))``, the default here.
     ``Tuple`` observations then become a flat ``Dict`` (:class:`FlatDictObservation`).
     """
     env_id = resolve_env_id(name)
@@ -215,6 +255,14 @@ def make_env(
             env = _popgym_env_adapter()(env)  # POPGym's wrappers take POPGym envs only
     else:
         env = gym.make(env_id, disable_env_checker=True)
+    if isinstance(env.action_space, spaces.Box):
+        if box_action_bins is None:
+            raise ValueError(
+                f"{env_id} has continuous actions {env.action_space}; the learners choose among "
+                "discrete actions: set box_action_bins=K (experiments/popgym.py: "
+                "--box-action-bins K, K >= 2) to offer K evenly spaced values per dimension"
+            )
+        env = _popgym_env_adapter()(BinnedBoxAction(env, box_action_bins))
     if discrete_action:
         env = _wrapper("DiscreteAction")(env)
     if previous_action:
@@ -226,7 +274,7 @@ def make_env(
     return env
 
 
-def make_vector_env(name: str, num_envs: int, **wrappers: bool) -> gym.vector.SyncVectorEnv:
+def make_vector_env(name: str, num_envs: int, **wrappers: Any) -> gym.vector.SyncVectorEnv:
     """``num_envs`` copies of :func:`make_env` (``wrappers`` are its options) in one
     gymnasium ``SyncVectorEnv`` with same-step autoreset (the
     :class:`~marlgrid.agents.rollout.BatchedEnv` form)."""

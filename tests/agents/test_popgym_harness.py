@@ -28,6 +28,7 @@ from marlgrid.agents.networks import (
     unravel_actions,
 )
 from marlgrid.agents.popgym_harness import (
+    BinnedBoxAction,
     FlatDictObservation,
     batch_mean_returns,
     mmer,
@@ -264,6 +265,42 @@ def test_tuple_observations_become_a_flat_dict_in_element_order() -> None:
     assert env.observation_space.contains(flat)
 
 
+class _BoxActionEnv(gym.Env):
+    """Returns the action it was given as its observation."""
+
+    def __init__(self, action_space: spaces.Box) -> None:
+        self.action_space = action_space
+        self.observation_space = spaces.Box(-np.inf, np.inf, action_space.shape)
+
+    def step(self, action: Any) -> tuple[Any, ...]:
+        return np.array(action), 0.0, False, False, {}
+
+
+def test_binned_box_action_one_dimension_by_hand() -> None:
+    env = BinnedBoxAction(_BoxActionEnv(spaces.Box(-2.0, 2.0, (1,), np.float32)), 5)
+    assert env.action_space == spaces.Discrete(5)
+    played = [env.step(a)[0].tolist() for a in range(5)]
+    assert played == [[-2.0], [-1.0], [0.0], [1.0], [2.0]]
+    assert env.step(np.int64(3))[0].dtype == np.float32
+
+
+def test_binned_box_action_per_dimension_bounds() -> None:
+    box = spaces.Box(np.array([0.0, -1.0], np.float32), np.array([1.0, 3.0], np.float32))
+    env = BinnedBoxAction(_BoxActionEnv(box), 3)
+    assert env.action_space == spaces.MultiDiscrete([3, 3])
+    assert env.step(np.array([0, 2]))[0].tolist() == [0.0, 3.0]
+    assert env.step(np.array([1, 1]))[0].tolist() == [0.5, 1.0]
+
+
+def test_binned_box_action_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="box_action_bins must be >= 2, got 1"):
+        BinnedBoxAction(_BoxActionEnv(spaces.Box(-1.0, 1.0, (1,))), 1)
+    with pytest.raises(ValueError, match="bounded Box"):
+        BinnedBoxAction(_BoxActionEnv(spaces.Box(-np.inf, 1.0, (1,))), 3)
+    with pytest.raises(TypeError, match=r"needs a Box action space, got Discrete\(2\)"):
+        BinnedBoxAction(_TupleEnv(spaces.Discrete(2), 0), 3)
+
+
 # -- POPGym envs (skipped without popgym) ---------------------------------------------------------
 
 
@@ -289,6 +326,20 @@ def test_env_names_and_wrappers() -> None:
     flat = make_env("BattleshipEasy", discrete_action=True)
     assert flat.action_space == spaces.Discrete(64)
     assert flat.observation_space["1"] == spaces.Discrete(64)  # the previous action, flattened
+
+
+def test_pendulum_needs_and_gets_binned_torques() -> None:
+    pytest.importorskip("popgym")
+    from marlgrid.agents.popgym_harness import make_env
+
+    with pytest.raises(ValueError, match=r"continuous actions Box\(-2.0, 2.0.*box_action_bins=K"):
+        make_env("PositionOnlyPendulumEasy")
+    env = make_env("PositionOnlyPendulumEasy", box_action_bins=5)
+    assert env.action_space == spaces.Discrete(5)
+    assert env.observation_space["1"] == spaces.Discrete(5)  # the previous action, binned
+    env.reset(seed=0)
+    assert env.unwrapped.__class__.__name__ == "PositionOnlyPendulumEasy"
+    assert make_env("RepeatPreviousEasy", box_action_bins=5).action_space == spaces.Discrete(4)
 
 
 def test_ppo_gru_runs_a_few_updates_on_repeat_previous() -> None:
@@ -369,6 +420,20 @@ def test_sweep_writes_the_table_and_resumes(tmp_path: Path, capsys: Any) -> None
     assert capsys.readouterr().out.count("(skipped)") == 4
     with pytest.raises(SystemExit, match="steps differ"):
         main([*args, *TINY, "--steps", "192", "--out", str(tmp_path)])
+
+
+def test_sweep_refuses_a_continuous_action_env_before_training(tmp_path: Path) -> None:
+    pytest.importorskip("popgym")
+    pytest.importorskip("omegaconf")
+    from experiments.popgym import main
+
+    args = ["--sweep", "--envs", "RepeatPreviousEasy,PositionOnlyPendulumEasy", *TINY]
+    with pytest.raises(SystemExit, match="--box-action-bins K"):
+        main([*args, "--out", str(tmp_path)])
+    assert not any(tmp_path.iterdir())  # nothing trained
+    assert main([*args, "--box-action-bins", "3", "--out", str(tmp_path)]) == 0
+    record = json.loads((tmp_path / "PositionOnlyPendulumEasy/gru/seed_0.json").read_text())
+    assert record["settings"]["wrappers"]["box_action_bins"] == 3
 
 
 def test_cli_names_an_unknown_env(tmp_path: Path) -> None:
