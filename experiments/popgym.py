@@ -216,7 +216,8 @@ def finished_record(settings: dict, out: Path) -> dict | None:
 
 
 def summarize(records: list[dict], out: Path) -> list[dict]:
-    """Per (env, memory): MMER mean +- std over seeds; writes ``summary.csv`` and ``.md``."""
+    """Per (env, memory): MMER mean +- std over seeds, mean wall time and env steps per second;
+    per memory: its speed over all envs. Writes ``summary.csv`` and ``summary.md``."""
     from marlgrid.agents.popgym_harness import mmer_over_seeds
 
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -229,6 +230,7 @@ def summarize(records: list[dict], out: Path) -> list[dict]:
         nan = any(math.isnan(v) for v in values)
         mean, std = (math.nan, math.nan) if nan else mmer_over_seeds(values)
         s = rs[0]["settings"]
+        wall = sum(r["wall_s"] for r in rs)
         rows.append(
             {
                 "env": env,
@@ -239,6 +241,8 @@ def summarize(records: list[dict], out: Path) -> list[dict]:
                 "mmer_mean": mean,
                 "mmer_std": std,
                 "mmer_per_seed": " ".join(f"{v:.3f}" for v in values),
+                "wall_s_mean": wall / len(rs),
+                "steps_per_s": sum(r["env_steps"] for r in rs) / wall,
             }
         )
     with (out / "summary.csv").open("w", newline="") as f:
@@ -246,18 +250,26 @@ def summarize(records: list[dict], out: Path) -> list[dict]:
         writer.writeheader()
         writer.writerows(rows)
     lines = [
-        "| env | memory | seeds | env steps | batch size | MMER (mean +- std) | per seed |",
-        "|---|---|---|---|---|---|---|",
+        "| env | memory | seeds | env steps | batch size | MMER (mean +- std) | per seed "
+        "| wall per run (s) | env steps/s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {r['env']} | {r['memory']} | {r['seeds']} | {r['steps']:,} | {r['batch_size']:,} "
-        f"| {r['mmer_mean']:.3f} +- {r['mmer_std']:.3f} | {r['mmer_per_seed']} |"
+        f"| {r['mmer_mean']:.3f} +- {r['mmer_std']:.3f} | {r['mmer_per_seed']} "
+        f"| {r['wall_s_mean']:.0f} | {r['steps_per_s']:,.0f} |"
         for r in rows
     ]
+    lines += ["", "| memory | runs | env steps | wall (s) | env steps/s |", "|---|---|---|---|---|"]
+    for memory in dict.fromkeys(r["memory"] for r in rows):
+        rs = [r for r in records if r["settings"]["memory"] == memory]
+        steps, wall = sum(r["env_steps"] for r in rs), sum(r["wall_s"] for r in rs)
+        lines.append(f"| {memory} | {len(rs)} | {steps:,} | {wall:,.0f} | {steps / wall:,.0f} |")
     note = (
         "\nMMER: max over training of the per-batch mean episodic return, mean +- std "
         "(population) over seeds; batch size in env steps (by default one PPO update, "
-        "num_envs x num_steps).\n"
+        "num_envs x num_steps). Wall time and steps/s cover training (acting and updates), "
+        "not start-up.\n"
     )
     (out / "summary.md").write_text("\n".join(lines) + "\n" + note)
     return rows

@@ -415,6 +415,10 @@ def test_sweep_writes_the_table_and_resumes(tmp_path: Path, capsys: Any) -> None
     assert record["mmer"] == pytest.approx(best) and record["settings"]["batch_size"] == 64
     table = (tmp_path / "summary.md").read_text()
     assert "| RepeatPreviousEasy | none | 2 | 128 | 64 |" in table
+    walls = [json.loads((tmp_path / f"RepeatPreviousEasy/gru/seed_{k}.json").read_text())["wall_s"]
+             for k in (0, 1)]  # fmt: skip
+    speed = f"| gru | 2 | 256 | {sum(walls):,.0f} | {256 / sum(walls):,.0f} |"
+    assert speed in table
     capsys.readouterr()
     assert main([*args, *TINY, "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out.count("(skipped)") == 4
