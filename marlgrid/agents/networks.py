@@ -378,9 +378,7 @@ class QNetwork(nn.Module):
         """``Q (T, B, A)`` by the core's fastest path (training; no final state)."""
         return self.head(self.torso.outputs(obs, state, resets))
 
-    def step(
-        self, obs: Obs, state: Tensor, resets: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    def step(self, obs: Obs, state: Tensor, resets: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """One step for a batch ``(B, ...)`` -> ``(q (B, A), new_state)``."""
         out, state = self.torso.step(obs, state, resets)
         return self.head(out), state

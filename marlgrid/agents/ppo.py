@@ -234,9 +234,7 @@ class PPO:
     @torch.inference_mode()
     def act(self, obs: Obs, state: Tensor, resets: Tensor, explore: bool = True) -> Action:
         """One forward for the whole batch; extras ``logp`` and ``values`` (inference tensors)."""
-        actions, logp, values, state = self.net.act(
-            obs, state, resets, not explore, self.generator
-        )
+        actions, logp, values, state = self.net.act(obs, state, resets, not explore, self.generator)
         return Action(actions, state, {"logp": logp, "values": values})
 
     @torch.inference_mode()

@@ -189,9 +189,7 @@ class Trainer:
         """Load the newest checkpoint if resuming; True when one was loaded."""
         existing = list_checkpoints(self.ckpt_dir)
         if self.cfg.resume and existing:
-            payload = load_checkpoint(
-                existing[-1], identity(self.cfg), identity_defaults(self.cfg)
-            )
+            payload = load_checkpoint(existing[-1], identity(self.cfg), identity_defaults(self.cfg))
             saved_total = payload.get("total_timesteps")
             if saved_total is not None and saved_total != self.cfg.total_timesteps:
                 if not self.cfg.extend:
