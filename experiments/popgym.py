@@ -236,7 +236,7 @@ def summarize(records: list[dict], out: Path) -> list[dict]:
                 "env": env,
                 "memory": memory,
                 "seeds": len(rs),
-                "steps": s["steps"],
+                "steps": min(r["env_steps"] for r in rs),  # trained: whole updates
                 "batch_size": s["batch_size"],
                 "mmer_mean": mean,
                 "mmer_std": std,

@@ -38,6 +38,12 @@ lane_a() {
         popgym $env
     done
     for core in $MARLGRID_CORES; do marlgrid goal_cycle_13x13 "$core"; done
+    for core in gru none; do  # three times longer, evaluated every 60 updates
+        $PY experiments/train.py -m env=goal_cycle_13x13 agent=ppo_lstm_fast \
+            "agent.network.memory=$core" seed=0,1,2 total_timesteps=600000 \
+            "name=memcmp_long_goal_cycle_13x13_$core" video=false logger.progress=false \
+            torch_threads=1 eval_every=60 eval_episodes=32
+    done
 }
 
 lane_b() {
@@ -63,7 +69,12 @@ figures() {
         $PY experiments/aggregate.py runs/multirun/memcmp_${env}_* \
             --group-by agent.network.memory --metric eval/return --last 3 --backend rliable \
             --title "$env" --out "experiments/results/memory_models/$env"
+        $PY experiments/aggregate.py runs/multirun/memcmp_${env}_* \
+            --group-by agent.network.memory --last 20 --backend rliable \
+            --title "$env, training return" --out "experiments/results/memory_models/${env}_train"
     done
+    $PY -c "from experiments.plot_curves import scripted_baselines as b
+for e in ('MarlGrid-GoalCycle-7x7-v0', 'MarlGrid-GoalCycle-13x13-v0'): print(e, b(e, {}, 100))"
 }
 
 case "${LANE:-both}" in

@@ -152,10 +152,12 @@ def _rliable(
         per_run = scores[:, 0, :]
         return np.concatenate([per_run.mean(axis=0), iqm(per_run, axis=0)])
 
-    _, intervals = rly.get_interval_estimates(
-        {"condition": data[:, None, :]}, statistics, method=method, reps=resamples,
-        confidence_interval_size=confidence, random_state=np.random.RandomState(seed),
-    )  # fmt: skip
+    with warnings.catch_warnings():  # arch 7.2 warns that rliable passes random_state
+        warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
+        _, intervals = rly.get_interval_estimates(
+            {"condition": data[:, None, :]}, statistics, method=method, reps=resamples,
+            confidence_interval_size=confidence, random_state=np.random.RandomState(seed),
+        )  # fmt: skip
     ci = np.asarray(intervals["condition"], dtype=float).reshape(2, 2 * points)
     return [(ci[0, :points], ci[1, :points]), (ci[0, points:], ci[1, points:])]
 
