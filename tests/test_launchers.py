@@ -87,8 +87,9 @@ def _processes_with(token: str) -> list[str]:
     return found
 
 
-def _assert_none_left(token: str, wait_s: float = 30.0) -> None:
-    """Ray's workers exit a few seconds after their raylet; wait up to ``wait_s`` for them."""
+def _assert_none_left(token: str, wait_s: float = 90.0) -> None:
+    """Ray's workers exit a few seconds after their raylet (over 30 s on a loaded machine);
+    wait up to ``wait_s`` for them."""
     deadline = time.monotonic() + wait_s
     while (left := _processes_with(token)) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -73,6 +73,10 @@ figures() {
             --group-by agent.network.memory --last 20 --backend rliable \
             --title "$env, training return" --out "experiments/results/memory_models/${env}_train"
     done
+    $PY experiments/aggregate.py runs/multirun/memcmp_long_goal_cycle_13x13_* \
+        --group-by agent.network.memory --metric eval/return --last 3 --backend rliable \
+        --title "goal_cycle_13x13, 600k steps" \
+        --out experiments/results/memory_models/goal_cycle_13x13_600k
     $PY -c "from experiments.plot_curves import scripted_baselines as b
 for e in ('MarlGrid-GoalCycle-7x7-v0', 'MarlGrid-GoalCycle-13x13-v0'): print(e, b(e, {}, 100))"
 }
