@@ -27,10 +27,12 @@ popgym() {  # one POPGym task: every core, 3 seeds, 50k env steps
         --envs "$1"
 }
 
-marlgrid() {  # one marlgrid task and core, 3 seeds, 200k env steps, evaluated every 20 updates
+# one marlgrid task and core, 3 seeds: marlgrid ENV CORE [STEPS EVAL_EVERY NAME_PREFIX]
+# (default 200k env steps, evaluated every 20 updates, runs/multirun/memcmp_<env>_<core>)
+marlgrid() {
     $PY experiments/train.py -m "env=$1" agent=ppo_lstm_fast "agent.network.memory=$2" \
-        seed=0,1,2 total_timesteps=200000 "name=memcmp_$1_$2" video=false \
-        logger.progress=false torch_threads=1 eval_every=20 eval_episodes=32
+        seed=0,1,2 "total_timesteps=${3:-200000}" "name=${5:-memcmp}_$1_$2" video=false \
+        logger.progress=false torch_threads=1 "eval_every=${4:-20}" eval_episodes=32
 }
 
 lane_a() {
@@ -39,10 +41,7 @@ lane_a() {
     done
     for core in $MARLGRID_CORES; do marlgrid goal_cycle_13x13 "$core"; done
     for core in gru none; do  # three times longer, evaluated every 60 updates
-        $PY experiments/train.py -m env=goal_cycle_13x13 agent=ppo_lstm_fast \
-            "agent.network.memory=$core" seed=0,1,2 total_timesteps=600000 \
-            "name=memcmp_long_goal_cycle_13x13_$core" video=false logger.progress=false \
-            torch_threads=1 eval_every=60 eval_episodes=32
+        marlgrid goal_cycle_13x13 "$core" 600000 60 memcmp_long
     done
 }
 

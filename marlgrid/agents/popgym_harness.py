@@ -194,7 +194,7 @@ class BinnedBoxAction(gym.ActionWrapper):
     ``Discrete(bins)`` for one dimension, ``MultiDiscrete([bins] * n)`` for ``n``. Index ``i``
     of a dimension plays ``low + i * (high - low) / (bins - 1)``.
 
-    The agent then chooses among ``bins`` torques instead of any torque in the range, a
+    The agent then chooses among ``bins`` values instead of any value in the range, a
     restriction of the task to state beside its results."""
 
     def __init__(self, env: gym.Env, bins: int) -> None:
