@@ -65,8 +65,8 @@ def evaluated_return(
     its newest checkpoint (``experiments/evaluate.py``), cached in the run directory."""
     import marlgrid
     from experiments.evaluate import evaluate, load_run
-    from marlgrid.agents.roles import resolve_roles
-    from marlgrid.agents.trainer import learner_configs
+    from marlgrid.agents.training.roles import resolve_roles
+    from marlgrid.agents.training.trainer import learner_configs
 
     mode = "greedy" if greedy else "sampled"
 

@@ -22,11 +22,11 @@ import numpy as np
 import yaml
 from omegaconf import OmegaConf
 
-from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint
-from marlgrid.agents.curriculum import checkpoint_rules
-from marlgrid.agents.evaluation import evaluate_groups, record_groups_video
-from marlgrid.agents.roles import build_groups, resolve_roles
-from marlgrid.agents.trainer import TrainConfig, learner_configs
+from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint
+from marlgrid.agents.training.curriculum import checkpoint_rules
+from marlgrid.agents.training.evaluation import evaluate_groups, record_groups_video
+from marlgrid.agents.training.roles import build_groups, resolve_roles
+from marlgrid.agents.training.trainer import TrainConfig, learner_configs
 from marlgrid.config import ConfigError
 from marlgrid.rules import Rules
 

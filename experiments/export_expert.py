@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be i
     sys.path.insert(0, str(ROOT))
 
 from experiments.evaluate import newest_checkpoint  # noqa: E402
-from marlgrid.agents.checkpoint import CheckpointError, export_policies  # noqa: E402
+from marlgrid.agents.training.checkpoint import CheckpointError, export_policies  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,13 +18,13 @@ steps) unless ``--batch-steps`` pools updates into batches of that many env step
 learners that update every few steps, e.g. ``--agent conf/agent/drqn.yaml --discrete-action``).
 
 Memory Gym's grid tasks (``MortarMayhem-Grid-v0``, ``MysteryPath-Grid-v0``, from
-:mod:`marlgrid.agents.memory_gym_envs`) run the same way; their pixel frames set
+:mod:`marlgrid.tasks.memory_gym_env`) run the same way; their pixel frames set
 ``network.tile_size`` before ``--set`` applies.
 
 ``--sweep`` runs every env x memory x seed cell, skipping cells already finished with the same
 settings (a cell is finished once its ``.json`` exists; one finished with other settings stops
 the sweep: choose another ``--out``), then writes ``<out>/summary.csv`` and ``<out>/summary.md``:
-MMER mean +- std over seeds per env and memory (:mod:`marlgrid.agents.popgym_harness`).
+MMER mean +- std over seeds per env and memory (:mod:`marlgrid.tasks.popgym_env`).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def load_agent_preset(path: Path, memory: str | None = None, overrides: Sequence
 
 def cell_settings(args: argparse.Namespace, env_id: str, memory: str, seed: int) -> dict:
     """Everything that defines one run (compared when a sweep resumes), JSON-ready."""
-    from marlgrid.agents.memory_gym_envs import network_overrides
+    from marlgrid.tasks.memory_gym_env import network_overrides
 
     cfg = load_agent_preset(args.agent, memory, [*network_overrides(env_id), *args.set])
     cfg.validate(num_slots=args.num_envs)
@@ -147,8 +147,8 @@ def short_name(env_id: str) -> str:
 def run_cell(settings: dict, out: Path, progress: bool = True) -> dict:
     """Train one cell; writes its CSV and then its JSON record (the finished marker)."""
     from marlgrid.agents.learner import config_from_dict
-    from marlgrid.agents.popgym_harness import batch_mean_returns, make_vector_env, mmer
-    from marlgrid.agents.rollout import train_on_vector_env
+    from marlgrid.agents.training.rollout import train_on_vector_env
+    from marlgrid.tasks.popgym_env import batch_mean_returns, make_vector_env, mmer
 
     env_id, memory, seed = settings["env_id"], settings["memory"], settings["seed"]
     csv_path, json_path = cell_paths(out, env_id, memory, seed)
@@ -218,7 +218,7 @@ def finished_record(settings: dict, out: Path) -> dict | None:
 def summarize(records: list[dict], out: Path) -> list[dict]:
     """Per (env, memory): MMER mean +- std over seeds, mean wall time and env steps per second;
     per memory: its speed over all envs. Writes ``summary.csv`` and ``summary.md``."""
-    from marlgrid.agents.popgym_harness import mmer_over_seeds
+    from marlgrid.tasks.popgym_env import mmer_over_seeds
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
@@ -324,7 +324,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def plan_cells(args: argparse.Namespace) -> list[dict]:
     """The settings of every cell the command asks for (one, or the sweep's grid)."""
-    from marlgrid.agents.popgym_harness import make_env, resolve_env_id
+    from marlgrid.tasks.popgym_env import make_env, resolve_env_id
 
     if args.sweep:
         envs = [resolve_env_id(e) for e in (args.envs or [args.env])]

@@ -36,12 +36,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from marlgrid.agents.callbacks import Callback
-from marlgrid.agents.checkpoint import CheckpointError
-from marlgrid.agents.launch import resolve_paths
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
-from marlgrid.agents.run_dir import RunLockedError, StopRequest, job_subdir, remove_fresh_dirs
-from marlgrid.agents.trainer import Interrupted, TrainConfig, Trainer
+from marlgrid.agents.training.callbacks import Callback
+from marlgrid.agents.training.checkpoint import CheckpointError
+from marlgrid.agents.training.launch import resolve_paths
+from marlgrid.agents.training.run_dir import (
+    RunLockedError,
+    StopRequest,
+    job_subdir,
+    remove_fresh_dirs,
+)
+from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer
 from marlgrid.config import ConfigError
 
 #: when this process (or the sweep that launched it) started: folders made later are "fresh"

@@ -15,7 +15,7 @@ import pytest
 
 import marlgrid
 from marlgrid import kernels as K
-from marlgrid.agents.curriculum import (
+from marlgrid.agents.training.curriculum import (
     CurriculumCallback,
     PointSchedule,
     ScheduleConfig,
@@ -267,7 +267,7 @@ def test_threshold_state_round_trips():
     ],
 )
 def test_bad_schedules_fail_at_config_time(curriculum, message):
-    from marlgrid.agents.train_config import TrainConfig
+    from marlgrid.agents.training.train_config import TrainConfig
 
     with pytest.raises(ConfigError, match=message):
         check_curriculum(curriculum)
@@ -292,9 +292,9 @@ def test_modes_are_inferred_and_values_checked_against_the_env():
 
 
 def _train_config(tmp_path: Path, curriculum: dict, total: int, **overrides):
-    from marlgrid.agents.networks import NetworkConfig
-    from marlgrid.agents.ppo import PPOConfig
-    from marlgrid.agents.trainer import EnvConfig, LoggerConfig, TrainConfig
+    from marlgrid.agents.algorithms.ppo import PPOConfig
+    from marlgrid.agents.networks.models import NetworkConfig
+    from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig
 
     net = NetworkConfig(hidden_size=16, trunk_sizes=(16,), head_sizes=(8,), conv_channels=(4,))
     settings = overrides.pop("settings", {})
@@ -318,10 +318,10 @@ def _column(run_dir: Path, key: str) -> list[float]:
 def test_training_logs_and_applies_a_linear_schedule_and_evaluation_plays_its_stage(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from marlgrid.agents.checkpoint import checkpoint_path, load_checkpoint
-    from marlgrid.agents.curriculum import checkpoint_rules
-    from marlgrid.agents.evaluation import training_settings
-    from marlgrid.agents.trainer import Trainer
+    from marlgrid.agents.training.checkpoint import checkpoint_path, load_checkpoint
+    from marlgrid.agents.training.curriculum import checkpoint_rules
+    from marlgrid.agents.training.evaluation import training_settings
+    from marlgrid.agents.training.trainer import Trainer
 
     # 2 envs x 8 steps per update: global_step 0, 16, 32 at the starts of the 3 updates.
     curriculum = {"penalty": {"points": [[0, 0.0], [32, 1.6]]}}
@@ -358,8 +358,8 @@ def test_evaluate_cli_reads_rules_and_refuses_unknown_ones():
 def test_resume_continues_a_threshold_schedule(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint
-    from marlgrid.agents.trainer import Trainer
+    from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint
+    from marlgrid.agents.training.trainer import Trainer
 
     # charts/update counts the updates (1, 2, ...): the stage moves on from update 2 on.
     staged = {"metric": "charts/update", "threshold": 2, "values": [0.0, 0.5, 1.0, 1.5]}

@@ -86,7 +86,7 @@ def _final_return(agent: str, run_dir: Path) -> float:
     from omegaconf import OmegaConf
 
     import experiments.train  # noqa: F401  (registers the schemas)
-    from marlgrid.agents.trainer import train
+    from marlgrid.agents.training.trainer import train
     from marlgrid.analysis import read_curve
 
     overrides = [

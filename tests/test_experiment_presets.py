@@ -25,8 +25,8 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import marlgrid  # noqa: E402
-from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
-from marlgrid.agents.trainer import TrainConfig, Trainer, train  # noqa: E402
+from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
+from marlgrid.agents.training.trainer import TrainConfig, Trainer, train  # noqa: E402
 from marlgrid.config import ConfigError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -130,9 +130,9 @@ def _compose(overrides: list[str]):
 
 def test_resolve_paths_makes_run_dir_and_checkpoints_absolute(tmp_path):
     pytest.importorskip("torch")
-    from marlgrid.agents.launch import resolve_paths
-    from marlgrid.agents.roles import RoleConfig
-    from marlgrid.agents.trainer import TrainConfig
+    from marlgrid.agents.training.launch import resolve_paths
+    from marlgrid.agents.training.roles import RoleConfig
+    from marlgrid.agents.training.trainer import TrainConfig
 
     frozen = RoleConfig(kind="frozen", checkpoint="runs/expert/checkpoints/ckpt_000000010.pt")
     home = RoleConfig(kind="frozen", checkpoint="~/experts/a.pt")
@@ -183,7 +183,7 @@ def test_ray_presets_compose(preset):
     assert launcher.ray.remote.num_cpus == 1
     if preset == "ray_local":
         assert launcher.ray.init.address is None and launcher.ray.init.num_cpus == 2
-        assert cfg.hydra.callbacks.local_ray._target_ == "marlgrid.agents.launch.LocalRay"
+        assert cfg.hydra.callbacks.local_ray._target_ == "marlgrid.agents.training.launch.LocalRay"
     else:
         assert launcher.ray.init.address == "auto"
         assert launcher.ray.init.object_store_memory is None  # Ray refuses it when joining

@@ -246,8 +246,8 @@ def test_noisy_policies_are_seeded_per_agent_and_pickle():
 
 def test_scripted_roles_take_epsilon():
     pytest.importorskip("torch")
-    from marlgrid.agents.ppo import PPOConfig
-    from marlgrid.agents.roles import build_groups, resolve_roles, role_identity
+    from marlgrid.agents.algorithms.ppo import PPOConfig
+    from marlgrid.agents.training.roles import build_groups, resolve_roles, role_identity
 
     vec = marlgrid.make_vec(ENV_ID, num_envs=2)
     roles = {"agent_0": {"kind": "scripted", "policy": "discoverer", "epsilon": 0.2}}

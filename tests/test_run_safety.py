@@ -23,22 +23,22 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from marlgrid.agents.callbacks import Callback  # noqa: E402
-from marlgrid.agents.checkpoint import (  # noqa: E402
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig  # noqa: E402
+from marlgrid.agents.training.callbacks import Callback  # noqa: E402
+from marlgrid.agents.training.checkpoint import (  # noqa: E402
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from marlgrid.agents.ppo import PPO, PPOConfig  # noqa: E402
-from marlgrid.agents.run_dir import (  # noqa: E402
+from marlgrid.agents.training.run_dir import (  # noqa: E402
     RunLock,
     RunLockedError,
     StopRequest,
     job_subdir,
     remove_fresh_dirs,
 )
-from marlgrid.agents.trainer import Interrupted, TrainConfig, Trainer, train  # noqa: E402
+from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer, train  # noqa: E402
 from marlgrid.config import ConfigError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +122,7 @@ def _hold_lock_in_child(run_dir: Path) -> subprocess.Popen:
     code = textwrap.dedent(
         f"""
         import sys, time
-        from marlgrid.agents.run_dir import RunLock
+        from marlgrid.agents.training.run_dir import RunLock
         with RunLock({str(run_dir)!r}):
             print("locked", flush=True)
             time.sleep(120)
@@ -299,8 +299,8 @@ def test_sigterm_checkpoints_and_exits_143(tmp_path):
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
         from tests.test_run_safety import _tiny
-        from marlgrid.agents.ppo import PPO
-        from marlgrid.agents.trainer import Interrupted, train
+        from marlgrid.agents.algorithms.ppo import PPO
+        from marlgrid.agents.training.trainer import Interrupted, train
         original, calls = PPO.update, []
         def update(self, progress=0.0, buffer=None):
             calls.append(1)
@@ -541,7 +541,7 @@ def test_remove_fresh_dirs_removes_only_empty_new_folders(tmp_path):
 
 def test_frozen_checkpoint_of_another_shape_names_the_field(tmp_path):
     import marlgrid
-    from marlgrid.agents.roles import load_frozen
+    from marlgrid.agents.training.roles import load_frozen
 
     train(_tiny(total_timesteps=64), tmp_path)
     path = list_checkpoints(tmp_path / "checkpoints")[-1]

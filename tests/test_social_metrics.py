@@ -209,7 +209,7 @@ def test_summaries_average_per_agent_and_over_columns():
 
 
 def test_rollout_tracks_social_metrics_of_scripted_experts():
-    from marlgrid.agents.rollout import MultiAgentRollout
+    from marlgrid.agents.training.rollout import MultiAgentRollout
     from marlgrid.policies import make_policy
 
     vec = marlgrid.make_vec("MarlGrid-GoalCycle-13x13-3Agents-v0", num_envs=4, max_steps=60)
@@ -239,8 +239,8 @@ def test_rollout_tracks_social_metrics_of_scripted_experts():
 
 def test_training_logs_social_metrics_to_metrics_csv(tmp_path):
     pytest.importorskip("torch")
-    from marlgrid.agents.ppo import PPOConfig
-    from marlgrid.agents.trainer import TrainConfig, train
+    from marlgrid.agents.algorithms.ppo import PPOConfig
+    from marlgrid.agents.training.trainer import TrainConfig, train
 
     cfg = TrainConfig(total_timesteps=128, checkpoint_every=4, video=False)
     cfg.agent = PPOConfig(num_steps=16)

@@ -21,12 +21,12 @@ from hydra.errors import ConfigCompositionException  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from omegaconf.errors import ValidationError  # noqa: E402
 
-from marlgrid.agents.checkpoint import (  # noqa: E402
+from marlgrid.agents.training.checkpoint import (  # noqa: E402
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
 )
-from marlgrid.agents.trainer import TrainConfig, train  # noqa: E402
+from marlgrid.agents.training.trainer import TrainConfig, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = [sys.executable, str(ROOT / "experiments" / "train.py")]
@@ -170,7 +170,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
 
 
 def _tiny_config(**overrides) -> TrainConfig:
-    from marlgrid.agents.ppo import PPOConfig
+    from marlgrid.agents.algorithms.ppo import PPOConfig
 
     cfg = TrainConfig(total_timesteps=256, checkpoint_every=1, video=False)
     cfg.agent = PPOConfig(num_steps=16)
@@ -188,7 +188,7 @@ def test_resume_restores_counters_and_optimizer_state(tmp_path, monkeypatch):
     assert last["update"] == 4 and last["global_step"] == 256
     saved_opt = last["learners"]["main"]["optimizer"]
 
-    from marlgrid.agents.ppo import PPO
+    from marlgrid.agents.algorithms.ppo import PPO
 
     seen = {}
     original = PPO.update
@@ -236,8 +236,8 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
 
 def test_checkpoint_without_a_newer_setting_resumes_at_its_default(tmp_path):
     """A run checkpointed before a learner setting existed resumes while it stays default."""
-    from marlgrid.agents.checkpoint import first_difference
-    from marlgrid.agents.train_config import identity, identity_defaults
+    from marlgrid.agents.training.checkpoint import first_difference
+    from marlgrid.agents.training.train_config import identity, identity_defaults
 
     cfg = _tiny_config()
     now, defaults = identity(cfg), identity_defaults(cfg)
@@ -293,8 +293,8 @@ def test_env_reset_ends_idle_slots_too():
     import numpy as np
     from gymnasium import spaces
 
-    from marlgrid.agents.ppo import PPO, PPOConfig
-    from marlgrid.agents.rollout import PolicyGroup
+    from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+    from marlgrid.agents.training.rollout import PolicyGroup
 
     space = spaces.Box(0, 1, (3,), np.float32)
     learner = PPO(space, spaces.Discrete(3), PPOConfig(num_steps=1, chunk_len=1))
@@ -315,7 +315,7 @@ def test_env_reset_ends_idle_slots_too():
 
 
 def test_fresh_start_drops_old_log_rows(tmp_path):
-    from marlgrid.agents.logger import Logger
+    from marlgrid.agents.training.logger import Logger
 
     old = Logger(tmp_path, tensorboard=False)
     for step in (100, 200):
@@ -329,7 +329,7 @@ def test_fresh_start_drops_old_log_rows(tmp_path):
 
 
 def test_interrupt_inside_an_update_keeps_the_last_checkpoint(tmp_path, monkeypatch):
-    from marlgrid.agents.ppo import PPO
+    from marlgrid.agents.algorithms.ppo import PPO
 
     original, calls = PPO.update, []
 

@@ -25,7 +25,8 @@ acting forward, recording (buffer writes and bootstrap values), social metrics, 
 rollout, refreshes, optimizer steps and the rest of the update (minibatch forward and backward).
 
 Lines (``--only``): ``ours_lstm``, ``ours_lstm_norefresh``, ``ours_gru``, ``ours_gru_norefresh``
-(marlgrid.agents.ppo.PPO driven by the rollout loop, marlgrid.agents.rollout.MultiAgentRollout;
+(marlgrid.agents.algorithms.ppo.PPO driven by the rollout loop,
+marlgrid.agents.training.rollout.MultiAgentRollout;
 "norefresh" sets ``refresh_interval=0``), ``rppo`` (sb3-contrib
 ``RecurrentPPO``, MlpLstmPolicy with its default separate critic LSTM), ``rppo_shared`` (one LSTM
 shared by actor and critic, like ours) and ``ppo`` (SB3 ``PPO``, MlpPolicy, no memory).
@@ -212,14 +213,18 @@ class Line:
 
 
 class Ours(Line):
-    """marlgrid.agents.ppo: rollouts by the rollout loop (``MultiAgentRollout`` with one
+    """marlgrid.agents.algorithms.ppo: rollouts by the rollout loop (``MultiAgentRollout`` with one
     ``PolicyGroup``), updates by ``PPO.update``."""
 
     def __init__(self, env: str, line: str, s: Settings, warmup: int) -> None:
         import marlgrid
-        from marlgrid.agents.networks import NetworkConfig
-        from marlgrid.agents.ppo import PPO, PPOConfig
-        from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, SingleAgentBatch
+        from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+        from marlgrid.agents.networks.models import NetworkConfig
+        from marlgrid.agents.training.rollout import (
+            MultiAgentRollout,
+            PolicyGroup,
+            SingleAgentBatch,
+        )
 
         self.res = Result(env, line)
         t0 = Clock.now()
@@ -478,16 +483,16 @@ class PhaseTimer:
 class TrainLoop:
     """An agent preset training on the canonical task: the env, roles and learner built as the
     trainer builds them, the loop of :meth:`Trainer._iterate
-    <marlgrid.agents.trainer.Trainer._iterate>` (rollout steps, then the update when ready),
-    with the phases of each update timed by wrappers on the env, learner and optimizer."""
+    <marlgrid.agents.training.trainer.Trainer._iterate>` (rollout steps, then the update when
+    ready), with the phases of each update timed by wrappers on the env, learner and optimizer."""
 
     def __init__(self, spec: str, warmup: int) -> None:
         import torch
 
         import marlgrid
-        from marlgrid.agents.roles import build_groups, resolve_roles
-        from marlgrid.agents.rollout import MultiAgentRollout
-        from marlgrid.agents.train_config import iteration_steps, learner_configs
+        from marlgrid.agents.training.roles import build_groups, resolve_roles
+        from marlgrid.agents.training.rollout import MultiAgentRollout
+        from marlgrid.agents.training.train_config import iteration_steps, learner_configs
 
         self.res = LoopResult(spec)
         t0 = time.perf_counter()

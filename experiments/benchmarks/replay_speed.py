@@ -9,7 +9,8 @@ one numba/torch/BLAS thread). See README.md beside this file ("Replay speed").
 
 Section ``drqn``: env steps per CPU-second of training in steady state (after learning_starts)
 of marlgrid's DRQN (``network.memory`` 'lstm' and 'none', through
-``marlgrid.agents.rollout.train_on_vector_env``) and of SB3's ``DQN``, with the same env, number
+``marlgrid.agents.training.rollout.train_on_vector_env``) and of SB3's ``DQN``, with the same env,
+number
 of envs, train frequency, gradient steps, transitions per gradient step and layer widths, on
 CartPole-v1 and on MarlGrid-Empty-8x8-v0; ``--drqn-rounds`` rounds of every line in turn, the
 median reported (see :class:`DRQNSettings` and README.md).
@@ -420,14 +421,14 @@ class DRQNLine:
 
 
 class OursDRQN(DRQNLine):
-    """marlgrid.agents.drqn.DRQN trained by ``rollout.train_on_vector_env``: a gymnasium
+    """marlgrid.agents.algorithms.drqn.DRQN trained by ``rollout.train_on_vector_env``: a gymnasium
     ``SyncVectorEnv`` (wrapped there in ``SingleAgentBatch``) or ``marlgrid.make_vec``."""
 
     def __init__(self, env: str, memory: str, s: DRQNSettings) -> None:
         import marlgrid
-        from marlgrid.agents.drqn import DRQN, DRQNConfig
-        from marlgrid.agents.networks import NetworkConfig
-        from marlgrid.agents.rollout import as_vector_env
+        from marlgrid.agents.algorithms.drqn import DRQN, DRQNConfig
+        from marlgrid.agents.networks.models import NetworkConfig
+        from marlgrid.agents.training.rollout import as_vector_env
 
         self.name, self.s = f"ours_{memory}", s
         self.envs = (
@@ -480,7 +481,7 @@ class OursDRQN(DRQNLine):
         return self.learner.num_grad_steps
 
     def run(self, steps: int) -> None:
-        from marlgrid.agents.rollout import train_on_vector_env
+        from marlgrid.agents.training.rollout import train_on_vector_env
 
         # a new call resets the envs (the replay, counters and optimizer carry on)
         self.round += 1

@@ -139,10 +139,10 @@ def greedy_length(run_dir: Path, episodes: int, seed: int = 12345) -> float:
             return float(saved["mean_length"])
     import marlgrid
     from experiments.evaluate import load_run
-    from marlgrid.agents.checkpoint import load_checkpoint
-    from marlgrid.agents.roles import build_groups, resolve_roles
-    from marlgrid.agents.rollout import MultiAgentRollout
-    from marlgrid.agents.trainer import learner_configs
+    from marlgrid.agents.training.checkpoint import load_checkpoint
+    from marlgrid.agents.training.roles import build_groups, resolve_roles
+    from marlgrid.agents.training.rollout import MultiAgentRollout
+    from marlgrid.agents.training.trainer import learner_configs
 
     cfg, ckpt = load_run(run_dir)
     payload = load_checkpoint(ckpt)

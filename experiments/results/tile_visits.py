@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be i
 
 import marlgrid  # noqa: E402
 from experiments.evaluate import load_policies  # noqa: E402
-from marlgrid.agents.evaluation import GroupPolicy  # noqa: E402
+from marlgrid.agents.training.evaluation import GroupPolicy  # noqa: E402
 from marlgrid.policies import make_policy, scripted_action  # noqa: E402
 
 AGENT = "agent_0"

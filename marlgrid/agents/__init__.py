@@ -5,13 +5,13 @@ in :data:`~marlgrid.agents.learner.LEARNERS`; :func:`~marlgrid.agents.learner.bu
 builds one from its config.
 """
 
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig, ppo_loss
 from marlgrid.agents.learner import LEARNERS, Learner, build_learner, register_learner
 from marlgrid.agents.memory import GRUCore, LSTMCore, MemoryCore, NoMemory, make_memory
-from marlgrid.agents.networks import ActorCritic, NetworkConfig, QNetwork, Torso
-from marlgrid.agents.ppo import PPO, PPOConfig, ppo_loss
+from marlgrid.agents.networks.models import ActorCritic, NetworkConfig, QNetwork, Torso
 from marlgrid.agents.returns import compute_gae
-from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
 
 __all__ = [
     "LEARNERS",

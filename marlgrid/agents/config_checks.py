@@ -17,9 +17,9 @@ from marlgrid.agents.optim import OPTIMIZERS
 from marlgrid.config import ConfigError, check_bool, check_choice, check_float, check_int
 
 if TYPE_CHECKING:
-    from marlgrid.agents.drqn import DRQNConfig
-    from marlgrid.agents.networks import NetworkConfig
-    from marlgrid.agents.ppo import PPOConfig
+    from marlgrid.agents.algorithms.drqn import DRQNConfig
+    from marlgrid.agents.algorithms.ppo import PPOConfig
+    from marlgrid.agents.networks.models import NetworkConfig
 
 
 def check_device(name: str, device: str) -> None:
@@ -34,7 +34,7 @@ def check_device(name: str, device: str) -> None:
 
 def _check_algo(cfg: Any, key: str, algo: str) -> None:
     """The config's ``algo`` and its nested network config."""
-    from marlgrid.agents.networks import NetworkConfig
+    from marlgrid.agents.networks.models import NetworkConfig
 
     if getattr(cfg, "algo", None) != algo:
         name = type(cfg).__name__

@@ -4,7 +4,8 @@ algorithm, and the registry that maps algorithm names to their config and learne
 A learner acts for a batch of *slots* (one slot per (env, agent) pair it drives), owns its
 storage (an on-policy rollout buffer, a sequence replay...), records each step it took, says when
 it is ready to update, updates, and saves and loads its whole state with its config. The rollout
-loop (:mod:`marlgrid.agents.rollout`) and the trainer (:mod:`marlgrid.agents.trainer`) call only
+loop (:mod:`marlgrid.agents.training.rollout`) and the trainer
+(:mod:`marlgrid.agents.training.trainer`) call only
 the methods below; a new algorithm is one module with a config dataclass (with an ``algo`` field
 naming it) and a learner class, plus one :func:`register_learner` call.
 
@@ -134,7 +135,7 @@ def _spec(algo: str) -> LearnerSpec:
 
 
 #: modules whose import registers the built-in algorithms
-BUILTIN_MODULES = ("marlgrid.agents.ppo", "marlgrid.agents.drqn")
+BUILTIN_MODULES = ("marlgrid.agents.algorithms.ppo", "marlgrid.agents.algorithms.drqn")
 
 
 def load_builtin_learners() -> None:

@@ -1,7 +1,8 @@
 """Finding training runs on disk and grouping them into conditions.
 
-A run directory (as :class:`~marlgrid.agents.trainer.Trainer` and ``experiments/train.py`` write
-it) holds ``metrics.csv``, ``train.log`` and ``.hydra/{config,hydra,overrides}.yaml``; a sweep
+A run directory (as :class:`~marlgrid.agents.training.trainer.Trainer` and
+``experiments/train.py`` write it) holds ``metrics.csv``, ``train.log`` and
+``.hydra/{config,hydra,overrides}.yaml``; a sweep
 directory ``runs/multirun/<name>`` holds ``<overrides>/seed_<seed>`` run directories and Hydra's
 ``multirun.yaml``. A *condition* is a set of runs that differ only in their seed: by default the
 run's Hydra overrides minus the keys Hydra leaves out of the directory name (``seed``,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from marlgrid.agents.learner import Learner
-from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, SingleAgentBatch
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, SingleAgentBatch
 
 
 def collect(

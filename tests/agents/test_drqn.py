@@ -12,18 +12,18 @@ import torch
 from gymnasium import spaces
 
 import marlgrid
-from marlgrid.agents.drqn import DRQN, DRQNConfig, r2d2_config, td_targets
+from marlgrid.agents.algorithms.drqn import DRQN, DRQNConfig, r2d2_config, td_targets
 from marlgrid.agents.learner import Step, build_learner, config_from_dict
-from marlgrid.agents.networks import NetworkConfig
+from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.agents.returns import (
     bootstrap_values,
     inverse_value_rescale,
     n_step_returns,
     value_rescale,
 )
-from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
 from marlgrid.agents.storage.sequence_replay import SequenceSample
-from marlgrid.agents.toy_envs import CueMemoryEnv, RandomEpisodesEnv
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
+from tests.toy_envs import CueMemoryEnv, RandomEpisodesEnv
 
 torch.set_num_threads(1)
 

@@ -10,7 +10,7 @@ import torch
 from gymnasium import spaces
 
 from marlgrid.agents.arrays import alloc_obs
-from marlgrid.agents.encoders import (
+from marlgrid.agents.networks.encoders import (
     DictEncoder,
     FlatEncoder,
     OneHotDiscreteEncoder,
@@ -20,7 +20,7 @@ from marlgrid.agents.encoders import (
     flatten_cells,
     make_encoder,
 )
-from marlgrid.agents.networks import ActorCritic, NetworkConfig, QNetwork
+from marlgrid.agents.networks.models import ActorCritic, NetworkConfig, QNetwork
 
 CFG = NetworkConfig(hidden_size=16, trunk_sizes=(32,), head_sizes=(16,), conv_channels=(8, 8))
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.encoders import BagEncoder, SymbolicEncoder, bag_sum, make_encoder
-from marlgrid.agents.networks import ActorCritic, NetworkConfig
+from marlgrid.agents.networks.encoders import BagEncoder, SymbolicEncoder, bag_sum, make_encoder
+from marlgrid.agents.networks.models import ActorCritic, NetworkConfig
 from marlgrid.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,7 +161,7 @@ def _compose(preset: str):
     from omegaconf import OmegaConf
 
     import experiments.train  # noqa: F401  (registers the schemas)
-    from marlgrid.agents.train_config import learner_configs
+    from marlgrid.agents.training.train_config import learner_configs
 
     with hydra.initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         cfg = hydra.compose("train", overrides=["env=goal_cycle_13x13_3agents", f"agent={preset}"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.ppo import ppo_loss
+from marlgrid.agents.algorithms.ppo import ppo_loss
 from marlgrid.agents.returns import compute_gae
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 

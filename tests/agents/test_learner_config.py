@@ -10,9 +10,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.learner import LEARNERS, build_learner, config_from_dict
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
+from marlgrid.agents.networks.models import NetworkConfig
 
 OBS = spaces.Box(-1, 1, (3,), np.float32)
 ACT = spaces.Discrete(2)
@@ -95,7 +95,7 @@ def test_build_learner_from_config_or_its_dict_is_seeded() -> None:
 def test_drqn_config_bad_values_name_the_field(field, value, match) -> None:
     import dataclasses
 
-    from marlgrid.agents.drqn import DRQNConfig
+    from marlgrid.agents.algorithms.drqn import DRQNConfig
     from marlgrid.config import ConfigError
 
     with pytest.raises(ConfigError, match=match):
@@ -103,7 +103,7 @@ def test_drqn_config_bad_values_name_the_field(field, value, match) -> None:
 
 
 def test_drqn_buffer_must_hold_a_sequence_per_slot() -> None:
-    from marlgrid.agents.drqn import DRQNConfig
+    from marlgrid.agents.algorithms.drqn import DRQNConfig
     from marlgrid.config import ConfigError
 
     DRQNConfig(buffer_size=640, seq_len=40).validate("agent", num_slots=16)

@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 import torch
 
-from marlgrid.agents.callbacks import Callback
-from marlgrid.agents.checkpoint import list_checkpoints, load_checkpoint
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.learner import LEARNERS, Learner, load_builtin_learners
 from marlgrid.agents.memory import GRUCore, LSTMCore
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
-from marlgrid.agents.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer, train
+from marlgrid.agents.networks.models import NetworkConfig
+from marlgrid.agents.training.callbacks import Callback
+from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint
+from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer, train
 from marlgrid.config import ConfigError
 
 ENV = "MarlGrid-GoalCycle-13x13-3Agents-v0"
@@ -79,8 +79,8 @@ def test_frozen_gru_expert_plays_beside_an_lstm_learner(tmp_path) -> None:
 
 def test_an_exported_expert_drops_training_state_and_plays_as_the_same_policy(tmp_path) -> None:
     from experiments.export_expert import main as export_main
-    from marlgrid.agents.checkpoint import CheckpointError, export_policies
-    from marlgrid.agents.roles import load_frozen
+    from marlgrid.agents.training.checkpoint import CheckpointError, export_policies
+    from marlgrid.agents.training.roles import load_frozen
 
     learners = {"expert_1": _ppo("gru")}
     roles = {"agent_1": {"kind": "learner", "learner": "expert_1"}}
@@ -149,7 +149,7 @@ def test_a_callback_can_stop_training_and_the_stop_is_checkpointed(tmp_path) -> 
 
 
 def _drqn():
-    from marlgrid.agents.drqn import DRQNConfig
+    from marlgrid.agents.algorithms.drqn import DRQNConfig
 
     return DRQNConfig(
         network=SMALL,
@@ -166,7 +166,7 @@ def _drqn():
 
 
 def test_a_ppo_and_a_drqn_learner_train_side_by_side_checkpoint_and_resume(tmp_path) -> None:
-    from marlgrid.agents.drqn import DRQN
+    from marlgrid.agents.algorithms.drqn import DRQN
 
     cfg = _cfg(
         env=EnvConfig("MarlGrid-DoorKey-8x8-2Agents-v0", num_envs=2),
@@ -214,7 +214,7 @@ def test_a_ppo_and_a_drqn_learner_train_side_by_side_checkpoint_and_resume(tmp_p
 def test_metrics_of_every_update_in_an_iteration_are_averaged_and_none_is_lost(tmp_path) -> None:
     import dataclasses as dc
 
-    from marlgrid.agents.drqn import DRQN
+    from marlgrid.agents.algorithms.drqn import DRQN
 
     reported: list[dict[str, float]] = []
     original = DRQN.update

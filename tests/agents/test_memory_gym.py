@@ -17,17 +17,17 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.encoders import make_encoder
-from marlgrid.agents.memory_gym_envs import (
+from marlgrid.agents.algorithms.ppo import PPOConfig
+from marlgrid.agents.networks.encoders import make_encoder
+from marlgrid.agents.networks.models import NetworkConfig
+from marlgrid.agents.training.rollout import train_on_vector_env
+from marlgrid.tasks.memory_gym_env import (
     TILE_SIZES,
     make_memory_gym_env,
     network_overrides,
     resolve_memory_gym_id,
 )
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.popgym_harness import batch_mean_returns, make_env, mmer, resolve_env_id
-from marlgrid.agents.ppo import PPOConfig
-from marlgrid.agents.rollout import train_on_vector_env
+from marlgrid.tasks.popgym_env import batch_mean_returns, make_env, mmer, resolve_env_id
 
 MMG, MPG = "MortarMayhem-Grid-v0", "MysteryPath-Grid-v0"
 FRAME = spaces.Box(0, 255, (84, 84, 3), np.uint8)

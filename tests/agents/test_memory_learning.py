@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
-from marlgrid.agents.rollout import train_on_vector_env
-from marlgrid.agents.toy_envs import CueMemoryEnv
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+from marlgrid.agents.networks.models import NetworkConfig
+from marlgrid.agents.training.rollout import train_on_vector_env
 from tests.agents.conftest import collect
+from tests.toy_envs import CueMemoryEnv
 
 DELAYS = {"min_delay": 3, "max_delay": 6}
 

@@ -14,15 +14,15 @@ import torch
 from torch import Tensor
 from torch.nn import functional as fn
 
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.memory import make_memory
 from marlgrid.agents.memory.linear_attention import feature_map
 from marlgrid.agents.memory.positional import sine_encoding
 from marlgrid.agents.memory.scan import linear_scan, steps_since_reset
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
-from marlgrid.agents.toy_envs import CueMemoryEnv
+from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.config import ConfigError
 from tests.agents.conftest import collect
+from tests.toy_envs import CueMemoryEnv
 
 KINDS = ("elman", "framestack", "positional_mlp", "linear_recurrence", "linear_attention")
 

@@ -17,8 +17,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.encoders import make_encoder
-from marlgrid.agents.networks import (
+from marlgrid.agents.algorithms.ppo import PPOConfig
+from marlgrid.agents.networks.encoders import make_encoder
+from marlgrid.agents.networks.models import (
     ActorCritic,
     NetworkConfig,
     env_actions,
@@ -27,15 +28,14 @@ from marlgrid.agents.networks import (
     ravel_actions,
     unravel_actions,
 )
-from marlgrid.agents.popgym_harness import (
+from marlgrid.agents.training.rollout import train_on_vector_env
+from marlgrid.tasks.popgym_env import (
     BinnedBoxAction,
     FlatDictObservation,
     batch_mean_returns,
     mmer,
     mmer_over_seeds,
 )
-from marlgrid.agents.ppo import PPOConfig
-from marlgrid.agents.rollout import train_on_vector_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = NetworkConfig(memory="gru", hidden_size=16, trunk_sizes=(16,), head_sizes=(16,))
@@ -306,7 +306,7 @@ def test_binned_box_action_rejects_bad_input() -> None:
 
 def test_env_names_and_wrappers() -> None:
     pytest.importorskip("popgym")
-    from marlgrid.agents.popgym_harness import make_env, resolve_env_id
+    from marlgrid.tasks.popgym_env import make_env, resolve_env_id
 
     assert resolve_env_id("RepeatPreviousEasy") == "popgym-RepeatPreviousEasy-v0"
     assert resolve_env_id("popgym-repeatpreviouseasy-v0") == "popgym-RepeatPreviousEasy-v0"
@@ -330,7 +330,7 @@ def test_env_names_and_wrappers() -> None:
 
 def test_pendulum_needs_and_gets_binned_torques() -> None:
     pytest.importorskip("popgym")
-    from marlgrid.agents.popgym_harness import make_env
+    from marlgrid.tasks.popgym_env import make_env
 
     with pytest.raises(ValueError, match=r"continuous actions Box\(-2.0, 2.0.*box_action_bins=K"):
         make_env("PositionOnlyPendulumEasy")
@@ -344,7 +344,7 @@ def test_pendulum_needs_and_gets_binned_torques() -> None:
 
 def test_ppo_gru_runs_a_few_updates_on_repeat_previous() -> None:
     pytest.importorskip("popgym")
-    from marlgrid.agents.popgym_harness import make_vector_env
+    from marlgrid.tasks.popgym_env import make_vector_env
 
     envs = make_vector_env("RepeatPreviousEasy", 4)
     cfg = PPOConfig(network=SMALL, num_steps=64, chunk_len=16)
@@ -359,7 +359,7 @@ def test_ppo_gru_runs_a_few_updates_on_repeat_previous() -> None:
 
 def test_ppo_multidiscrete_actions_reach_battleship() -> None:
     pytest.importorskip("popgym")
-    from marlgrid.agents.popgym_harness import make_vector_env
+    from marlgrid.tasks.popgym_env import make_vector_env
 
     envs = make_vector_env("BattleshipEasy", 2)
     cfg = PPOConfig(network=SMALL, num_steps=32, chunk_len=8, num_minibatches=2)
@@ -371,7 +371,7 @@ def test_ppo_multidiscrete_actions_reach_battleship() -> None:
 
 def test_import_marlgrid_does_not_import_popgym_memory_gym_or_pygame() -> None:
     code = (
-        "import sys, marlgrid, marlgrid.agents, marlgrid.agents.popgym_harness; "
+        "import sys, marlgrid, marlgrid.agents, marlgrid.tasks.popgym_env; "
         "print([m in sys.modules for m in ('popgym', 'memory_gym', 'pygame')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

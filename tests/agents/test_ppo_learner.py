@@ -10,15 +10,15 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.arrays import final_obs_rows
 from marlgrid.agents.learner import config_from_dict
-from marlgrid.agents.networks import NetworkConfig
+from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.agents.optim import linear_schedule
-from marlgrid.agents.ppo import PPO, PPOConfig
-from marlgrid.agents.rollout import train_on_vector_env
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
-from marlgrid.agents.toy_envs import CueMemoryEnv, RandomEpisodesEnv
+from marlgrid.agents.training.rollout import train_on_vector_env
 from tests.agents.conftest import collect
+from tests.toy_envs import CueMemoryEnv, RandomEpisodesEnv
 
 SMALL = {"hidden_size": 16, "trunk_sizes": (16,), "head_sizes": (8,), "conv_channels": (4,)}
 

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from marlgrid.agents.algorithms.ppo import compute_gae
 from marlgrid.agents.memory import make_memory
-from marlgrid.agents.ppo import compute_gae
 
 
 def _gae_reference(r, v, nv, term, trunc, gamma, lam):

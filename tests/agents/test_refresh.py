@@ -7,15 +7,15 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.arrays import Obs, obs_index
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
+from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.agents.returns import compute_gae
-from marlgrid.agents.rollout import MultiAgentRollout
 from marlgrid.agents.staleness import state_staleness
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
-from marlgrid.agents.toy_envs import RandomEpisodesEnv
+from marlgrid.agents.training.rollout import MultiAgentRollout
 from tests.agents.conftest import collect
+from tests.toy_envs import RandomEpisodesEnv
 
 OBS_SPACE = spaces.Dict(
     {

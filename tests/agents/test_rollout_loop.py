@@ -9,11 +9,11 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
-from marlgrid.agents.rollout import SingleAgentBatch, train_on_vector_env
-from marlgrid.agents.toy_envs import CueMemoryEnv
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+from marlgrid.agents.networks.models import NetworkConfig
+from marlgrid.agents.training.rollout import SingleAgentBatch, train_on_vector_env
 from tests.agents.conftest import collect
+from tests.toy_envs import CueMemoryEnv
 
 SMALL = NetworkConfig(hidden_size=8, trunk_sizes=(8,), head_sizes=(8,))
 LENGTHS = np.array([2, 3, 4])  # episode length of env b

@@ -15,7 +15,7 @@ import torch
 from gymnasium import spaces
 
 from marlgrid.agents.learner import Step
-from marlgrid.agents.networks import NetworkConfig, Torso
+from marlgrid.agents.networks.models import NetworkConfig, Torso
 from marlgrid.agents.returns import n_step_returns
 from marlgrid.agents.storage.sequence_replay import SequenceReplay, sequence_priority
 

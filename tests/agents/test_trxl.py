@@ -13,16 +13,16 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.memory import MemoryCore, make_memory
 from marlgrid.agents.memory.trxl import GTrXLCore, TrXLCore
 from marlgrid.agents.memory.trxl_blocks import GRUGate, Positions
-from marlgrid.agents.networks import NetworkConfig
-from marlgrid.agents.ppo import PPO, PPOConfig
-from marlgrid.agents.rollout import train_on_vector_env
+from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
-from marlgrid.agents.toy_envs import CueMemoryEnv, RandomEpisodesEnv
+from marlgrid.agents.training.rollout import train_on_vector_env
 from marlgrid.config import ConfigError
 from tests.agents.conftest import collect
+from tests.toy_envs import CueMemoryEnv, RandomEpisodesEnv
 
 F, D = 4, 6
 TOL = {"atol": 1e-5, "rtol": 1e-5}

@@ -4,7 +4,7 @@
   id popgym registers (``popgym-RepeatPreviousEasy-v0``), case-insensitively.
 - :func:`make_env` / :func:`make_vector_env`: one env with POPGym's standard wrappers as options
   (``PreviousAction``, ``Antialias``, ``DiscreteAction``), and a batch of them with same-step
-  autoreset, ready for :func:`~marlgrid.agents.rollout.train_on_vector_env`. ``Tuple`` (and
+  autoreset, ready for :func:`~marlgrid.agents.training.rollout.train_on_vector_env`. ``Tuple`` (and
   nested) observations become a flat ``Dict`` (:class:`FlatDictObservation`), the form marlgrid's
   storage and rollouts carry; the encoders one-hot its discrete parts.
 - :class:`BinnedBoxAction`: a continuous (``Box``) action as ``K`` evenly spaced values per
@@ -24,7 +24,7 @@ popgym is imported only when an env is made (``pip install 'marlgrid[popgym]'``)
 
 Memory Gym's grid tasks (``MortarMayhem-Grid-v0``, ``MysteryPath-Grid-v0``) run through the same
 functions: :func:`resolve_env_id` and :func:`make_env` accept their ids
-(:mod:`marlgrid.agents.memory_gym_envs`; memory-gym is imported only then). POPGym's wrappers
+(:mod:`marlgrid.tasks.memory_gym_env`; memory-gym is imported only then). POPGym's wrappers
 stay options there and need popgym.
 """
 
@@ -40,13 +40,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from marlgrid.agents.memory_gym_envs import (
+from marlgrid.config import check_int, check_names
+from marlgrid.tasks.memory_gym_env import (
     import_memory_gym,
     make_memory_gym_env,
     memory_gym_env_ids,
     resolve_memory_gym_id,
 )
-from marlgrid.config import check_int, check_names
 
 __all__ = [
     "BinnedBoxAction",
@@ -119,7 +119,7 @@ def popgym_env_ids() -> list[str]:
 def resolve_env_id(name: str) -> str:
     """The registered id for ``name``: a full id, or the ``<Name>`` part of
     ``popgym-<Name>-v0`` (any case), or a Memory Gym grid task
-    (:func:`~marlgrid.agents.memory_gym_envs.resolve_memory_gym_id`; memory-gym must then be
+    (:func:`~marlgrid.tasks.memory_gym_env.resolve_memory_gym_id`; memory-gym must then be
     installed). An unknown name raises, listing the registered names."""
     memory_gym_id = resolve_memory_gym_id(name)
     if memory_gym_id is not None:
@@ -177,8 +177,8 @@ class FlatDictObservation(gym.ObservationWrapper):
 
     Tuple element ``i`` gets key ``str(i)`` zero-padded to the widest index, nested keys are
     joined by ``/``; sorted keys keep the original order, so the
-    :class:`~marlgrid.agents.encoders.DictEncoder` concatenates features as a ``TupleEncoder``
-    would. Values are unchanged.
+    :class:`~marlgrid.agents.networks.encoders.DictEncoder` concatenates features as a
+    ``TupleEncoder`` would. Values are unchanged.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -277,7 +277,7 @@ def make_env(
 def make_vector_env(name: str, num_envs: int, **wrappers: Any) -> gym.vector.SyncVectorEnv:
     """``num_envs`` copies of :func:`make_env` (``wrappers`` are its options) in one
     gymnasium ``SyncVectorEnv`` with same-step autoreset (the
-    :class:`~marlgrid.agents.rollout.BatchedEnv` form)."""
+    :class:`~marlgrid.agents.training.rollout.BatchedEnv` form)."""
     check_int("num_envs", num_envs, low=1)
     check_names("wrappers", tuple(wrappers), WRAPPER_OPTIONS)
     make_env(name, **wrappers).close()  # a bad name or option fails here, not in a worker
@@ -297,8 +297,8 @@ def batch_mean_returns(
 ) -> list[tuple[int, float]]:
     """``(global_step, mean episodic return)`` of every training batch in which an episode ended.
 
-    ``history`` is what :func:`~marlgrid.agents.rollout.train_on_vector_env` returns, one entry
-    per update with the mean return and number of the episodes ended since the previous one.
+    ``history`` is what :func:`~marlgrid.agents.training.rollout.train_on_vector_env` returns, one
+    entry per update with the mean return and number of the episodes ended since the previous one.
     By default a batch is one update (PPO: ``num_envs * num_steps`` env steps). With
     ``batch_steps``, updates are pooled into batches of that many env steps (the updates whose
     ``global_step`` falls in ``(k * batch_steps, (k + 1) * batch_steps]``, their means weighted

@@ -14,7 +14,7 @@ A run directory holds ``metrics.csv``, ``tensorboard/`` events, ``checkpoints/``
   (built once), the roles and frozen checkpoints. A bad value raises
   :class:`~marlgrid.config.ConfigError` naming the key, the value and what is allowed.
 - **One process per directory.** :meth:`Trainer.run` holds a
-  :class:`~marlgrid.agents.run_dir.RunLock` on the run directory.
+  :class:`~marlgrid.agents.training.run_dir.RunLock` on the run directory.
 - **Resume continues the same run only.** The newest checkpoint must come from the same settings
   (:func:`identity`) and the same ``total_timesteps``; a larger (or smaller) total needs
   ``extend=true`` (schedules then stretch to the new total). A complete run says so and does
@@ -40,25 +40,25 @@ import numpy as np
 import torch
 
 import marlgrid
-from marlgrid.agents.callbacks import (
+from marlgrid.agents.training.callbacks import (
     Callback,
     CallbackList,
     CheckpointCallback,
     EvalCallback,
     VideoCallback,
 )
-from marlgrid.agents.checkpoint import (
+from marlgrid.agents.training.checkpoint import (
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from marlgrid.agents.curriculum import CurriculumCallback
-from marlgrid.agents.logger import Logger
-from marlgrid.agents.roles import RoleConfig, build_groups, resolve_roles
-from marlgrid.agents.rollout import MultiAgentRollout, episode_metrics
-from marlgrid.agents.run_dir import RunLock, StopRequest
-from marlgrid.agents.train_config import (
+from marlgrid.agents.training.curriculum import CurriculumCallback
+from marlgrid.agents.training.logger import Logger
+from marlgrid.agents.training.roles import RoleConfig, build_groups, resolve_roles
+from marlgrid.agents.training.rollout import MultiAgentRollout, episode_metrics
+from marlgrid.agents.training.run_dir import RunLock, StopRequest
+from marlgrid.agents.training.train_config import (
     EnvConfig,
     LoggerConfig,
     TrainConfig,
@@ -101,7 +101,8 @@ class Trainer:
     Attributes callbacks may read: ``cfg``, ``run_dir``, ``vec``, ``groups``, ``scripted``,
     ``learners`` (training groups by name), ``iteration``, ``num_iterations``, ``global_step``,
     ``finished``, ``learner_columns`` (env columns of the trained agents), ``curriculum`` (the
-    :class:`~marlgrid.agents.curriculum.CurriculumCallback` of ``cfg.curriculum``, or None).
+    :class:`~marlgrid.agents.training.curriculum.CurriculumCallback` of ``cfg.curriculum``, or
+    None).
     """
 
     def __init__(

@@ -35,7 +35,7 @@ from gymnasium import spaces
 
 from marlgrid.agents.arrays import Obs, final_obs_rows, obs_to_tensor
 from marlgrid.agents.learner import Learner, Step, build_learner
-from marlgrid.agents.networks import env_actions
+from marlgrid.agents.networks.models import env_actions
 from marlgrid.social import SocialTracker, summarize
 from marlgrid.vector import stack_agents as slot_obs
 

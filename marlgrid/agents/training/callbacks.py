@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from marlgrid.config import check_int
 
 if TYPE_CHECKING:
-    from marlgrid.agents.trainer import Trainer
+    from marlgrid.agents.training.trainer import Trainer
 
 
 class Callback:
@@ -91,7 +91,7 @@ class VideoCallback(Callback):
 
     @staticmethod
     def _record(trainer: Trainer, name: str) -> Path | None:
-        from marlgrid.agents.evaluation import record_video
+        from marlgrid.agents.training.evaluation import record_video
 
         try:
             path = record_video(trainer, trainer.run_dir / "videos" / name, seed=trainer.cfg.seed)
@@ -112,7 +112,7 @@ class EvalCallback(Callback):
 
     def on_rollout_end(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         if self.every and trainer.iteration % self.every == 0:
-            from marlgrid.agents.evaluation import evaluate
+            from marlgrid.agents.training.evaluation import evaluate
 
             metrics.update(evaluate(trainer, self.episodes, self.seed))
 

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from marlgrid.agents.callbacks import Callback
+from marlgrid.agents.training.callbacks import Callback
 from marlgrid.config import ConfigError, check_float, check_int
 from marlgrid.rules import RULE_FIELDS, Rules
 
 if TYPE_CHECKING:
-    from marlgrid.agents.trainer import Trainer
+    from marlgrid.agents.training.trainer import Trainer
 
 MODES = ("linear", "step", "threshold")
 #: rules whose values are floats: the only ones ``linear`` may interpolate

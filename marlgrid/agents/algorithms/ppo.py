@@ -15,7 +15,7 @@ Conventions. A batch slot ``b`` is one environment (or one (env, agent) pair). `
 marks that the observation at step ``t`` starts an episode; the memory core then resets that
 slot's state before step ``t``. The state stored for step ``t`` is the one used at that step
 (after that reset). Actions are indices ``0..n-1`` (a ``MultiDiscrete`` action is one index
-of the joint action, see :mod:`marlgrid.agents.networks`).
+of the joint action, see :mod:`marlgrid.agents.networks.models`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from marlgrid.agents.algorithms.refresh import refresh_rollout
 from marlgrid.agents.arrays import Obs, obs_index
 from marlgrid.agents.learner import Action, Step, register_learner
-from marlgrid.agents.networks import ActorCritic, NetworkConfig
+from marlgrid.agents.networks.models import ActorCritic, NetworkConfig
 from marlgrid.agents.optim import FlatGrads, linear_schedule, make_optimizer, set_lr
-from marlgrid.agents.refresh import refresh_rollout
 from marlgrid.agents.returns import compute_gae
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 
@@ -279,7 +279,7 @@ class PPO:
 
     def refresh(self, buffer: RolloutBuffer, state_stride: int | None = None) -> dict[str, float]:
         """Recompute the buffer's stored states, values and advantages with the current network
-        (:func:`~marlgrid.agents.refresh.refresh_rollout`); returns staleness."""
+        (:func:`~marlgrid.agents.algorithms.refresh.refresh_rollout`); returns staleness."""
         self.num_refreshes += 1
         return refresh_rollout(self.net, buffer, self.cfg.gamma, self.cfg.gae_lambda, state_stride)
 

@@ -1,4 +1,4 @@
-"""Memory Gym's grid tasks for the POPGym harness (:mod:`marlgrid.agents.popgym_harness`).
+"""Memory Gym's grid tasks for the POPGym harness (:mod:`marlgrid.tasks.popgym_env`).
 
 Two tasks of memory-gym 1.0.2, both with ``Box(0, 255, (84, 84, 3), uint8)`` frames of the whole
 arena (pygame's surfarray order: axis 0 is x) and ``Discrete(4)`` actions (0 wait, 1 turn left,

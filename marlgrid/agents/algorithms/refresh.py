@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from marlgrid.agents.arrays import obs_unsqueeze
-from marlgrid.agents.networks import ActorCritic
+from marlgrid.agents.networks.models import ActorCritic
 from marlgrid.agents.staleness import state_staleness
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 

@@ -1,7 +1,7 @@
 """Tiny batched numpy tasks for testing learners (no marlgrid dependency).
 
-They follow :class:`marlgrid.agents.ppo.BatchedEnv`: batch-first arrays and same-step autoreset
-with ``infos["final_obs"]`` / ``infos["_final_obs"]``.
+They follow :class:`marlgrid.agents.training.rollout.BatchedEnv`: batch-first arrays and
+same-step autoreset with ``infos["final_obs"]`` / ``infos["_final_obs"]``.
 """
 
 from __future__ import annotations

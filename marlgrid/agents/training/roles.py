@@ -15,9 +15,9 @@ from typing import Any
 
 from torch import Tensor
 
-from marlgrid.agents.checkpoint import CheckpointError, load_checkpoint
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
-from marlgrid.agents.rollout import PolicyGroup
+from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint
+from marlgrid.agents.training.rollout import PolicyGroup
 from marlgrid.config import ConfigError, check_float
 from marlgrid.policies import POLICIES, make_policy
 

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from marlgrid.agents.arrays import Obs, obs_index
 from marlgrid.agents.learner import Action, Step, register_learner
-from marlgrid.agents.networks import NetworkConfig, QNetwork
+from marlgrid.agents.networks.models import NetworkConfig, QNetwork
 from marlgrid.agents.optim import FlatGrads, linear_schedule, make_optimizer
 from marlgrid.agents.returns import (
     bootstrap_values,

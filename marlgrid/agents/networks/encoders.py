@@ -38,7 +38,7 @@ from numba import njit
 from torch import Tensor, nn
 
 if TYPE_CHECKING:
-    from marlgrid.agents.networks import NetworkConfig
+    from marlgrid.agents.networks.models import NetworkConfig
 
 
 def init_linear(layer: nn.Linear, gain: float) -> nn.Linear:

@@ -50,8 +50,9 @@ def absolute(path: str | Path, base: str | Path) -> Path:
 def resolve_paths(cfg: Any, run_dir: str | Path, base: str | Path) -> tuple[Any, Path]:
     """``(cfg, run_dir)`` with the run directory and every role checkpoint made absolute.
 
-    ``cfg`` is a :class:`~marlgrid.agents.trainer.TrainConfig` (or any dataclass with a ``roles``
-    mapping of :class:`~marlgrid.agents.roles.RoleConfig` or dicts); relative paths are joined to
+    ``cfg`` is a :class:`~marlgrid.agents.training.trainer.TrainConfig` (or any dataclass with a
+    ``roles`` mapping of :class:`~marlgrid.agents.training.roles.RoleConfig` or dicts); relative
+    paths are joined to
     ``base``, the launch directory (``HydraConfig.get().runtime.cwd`` in a Hydra job). The config
     is not changed in place: a copy comes back with new ``roles`` entries where a path changed.
     """

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from marlgrid.agents.curriculum import ScheduleConfig, check_curriculum
+from marlgrid.agents.algorithms.ppo import PPOConfig
 from marlgrid.agents.learner import LEARNERS, config_from_dict, load_builtin_learners
-from marlgrid.agents.ppo import PPOConfig
-from marlgrid.agents.roles import MAIN, RoleConfig, role_identity
+from marlgrid.agents.training.curriculum import ScheduleConfig, check_curriculum
+from marlgrid.agents.training.roles import MAIN, RoleConfig, role_identity
 from marlgrid.config import ConfigError, check_bool, check_int
 
 #: largest seed (derived seeds such as ``seed * 100_003 + iteration`` stay within 64 bits)

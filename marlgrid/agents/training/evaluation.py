@@ -10,10 +10,10 @@ import torch
 
 import marlgrid
 from marlgrid.agents.arrays import obs_to_tensor
-from marlgrid.agents.rollout import MultiAgentRollout, PolicyGroup, slot_obs
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, slot_obs
 
 if TYPE_CHECKING:
-    from marlgrid.agents.trainer import Trainer
+    from marlgrid.agents.training.trainer import Trainer
 
 
 def acting_copies(groups: list[PolicyGroup], explore: bool | None = False) -> list[PolicyGroup]:

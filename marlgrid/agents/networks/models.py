@@ -28,8 +28,8 @@ from gymnasium import spaces
 from torch import Tensor, nn
 
 from marlgrid.agents.arrays import Obs, obs_flatten_time, obs_unsqueeze
-from marlgrid.agents.encoders import make_encoder, mlp
 from marlgrid.agents.memory import ChunkPass, MemoryCore, make_memory
+from marlgrid.agents.networks.encoders import make_encoder, mlp
 
 __all__ = [
     "ActorCritic",
