@@ -5,8 +5,9 @@
         --group-by agent --last 20 --method bca --out experiments/results/<page>
     python experiments/aggregate.py runs/multirun/<name> --evaluate 100 --greedy --out ...
 
-Runs (each ``.../seed_<k>`` directory with ``metrics.csv`` and ``.hydra/``) are grouped into
-conditions by their Hydra overrides minus the seed (or by ``--group-by`` keys). Per condition:
+Runs (each ``.../seed_<k>`` directory with ``metrics.csv``, ``config.json`` and ``.hydra/``;
+``--evaluate`` loads them with :class:`marlgrid.agents.training.saved_run.SavedRun`) are grouped
+into conditions by their Hydra overrides minus the seed (or by ``--group-by`` keys). Per condition:
 mean and interquartile mean (IQM) over seeds with 95% bootstrap intervals (seeds resampled within
 the condition; ``--backend rliable`` uses rliable's stratified bootstrap), on a shared step grid
 (each run interpolated, never extrapolated past its last step) and at the end of training (the
@@ -16,7 +17,7 @@ episodes of each run's newest checkpoint on fresh layouts). Unfinished runs are 
 
 Writes ``<out>.png`` (curves with shaded intervals), ``<out>.md`` (the table, the figure and the
 list of runs left out), ``<out>_final.csv``, ``<out>_runs.csv`` (one line per run) and
-``<out>_curves.csv``.
+``<out>_curves.csv``. Installed, the command is ``marlgrid-aggregate``.
 """
 
 from __future__ import annotations
@@ -29,19 +30,15 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be importable
-    sys.path.insert(0, str(ROOT))
-
-from marlgrid.analysis import Aggregate, AnalysisError, Run, aggregate  # noqa: E402
-from marlgrid.analysis.report import (  # noqa: E402
+from marlgrid.analysis import Aggregate, AnalysisError, Run, aggregate
+from marlgrid.analysis.report import (
     markdown_table,
     plot_curves,
     write_curves_csv,
     write_final_csv,
     write_runs_csv,
 )
-from marlgrid.analysis.stats import BACKENDS, METHODS  # noqa: E402
+from marlgrid.analysis.stats import BACKENDS, METHODS
 
 SUFFIXES = (".md", ".png", ".csv")
 
@@ -62,26 +59,24 @@ def evaluated_return(
     episodes: int, greedy: bool, seed: int, num_envs: int
 ) -> Callable[[Run], float]:
     """A run's final value: the mean return of its trained agents over ``episodes`` episodes of
-    its newest checkpoint (``experiments/evaluate.py``), cached in the run directory."""
-    import marlgrid
-    from experiments.evaluate import evaluate, load_run
-    from marlgrid.agents.training.roles import resolve_roles
-    from marlgrid.agents.training.trainer import learner_configs
+    its newest checkpoint (as ``experiments/evaluate.py`` plays them), cached in the run
+    directory."""
+    from marlgrid.agents.training.saved_run import SavedRun
 
     mode = "greedy" if greedy else "sampled"
 
     def value(run: Run) -> float:
-        cfg, ckpt = load_run(run.path)
+        saved_run = SavedRun(run.path)
+        ckpt = saved_run.checkpoint
         cache = run.path / f"aggregate_eval_{mode}_{episodes}ep_seed{seed}.json"
         if cache.is_file():
             saved = json.loads(cache.read_text())
             if saved.get("checkpoint") == ckpt.name:
                 return float(saved["mean_return"])
-        returns = evaluate(run.path, episodes, greedy, num_envs, seed, 0)
-        agents = marlgrid.make_vec(cfg.env.id, 1, **cfg.env.settings).possible_agents
-        roles = resolve_roles(cfg.roles, agents, sorted(learner_configs(cfg)))
-        columns = [k for k, agent in enumerate(agents) if roles[agent].kind == "learner"]
-        mean = float(returns[:, columns].mean())
+        policies = saved_run.policies(greedy)
+        returns = policies.evaluate(episodes, seed, num_envs)
+        mean = float(returns[:, policies.learner_columns].mean())
+        print(f"{ckpt}: mean return {mean:.3f} over {episodes} {mode} episodes")
         cache.write_text(json.dumps({"checkpoint": ckpt.name, "mean_return": mean}) + "\n")
         return mean
 

@@ -4,22 +4,19 @@
         experiments/experts/goal_cycle_7x7_curriculum_seed0.pt
     python experiments/export_expert.py RUN_OR_CHECKPOINT OUT.pt --learners expert_1 expert_2
 
-A run directory exports its newest checkpoint. The file plays as frozen experts:
-``roles=novice_with_trained_experts 'roles.agent_1.checkpoint="OUT.pt"'``.
+A run directory exports its newest checkpoint (found by
+:class:`marlgrid.agents.training.saved_run.SavedRun`). The file plays as frozen experts:
+``roles=novice_with_trained_experts 'roles.agent_1.checkpoint="OUT.pt"'``. Installed, the command
+is ``marlgrid-export-expert``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be importable
-    sys.path.insert(0, str(ROOT))
-
-from experiments.evaluate import newest_checkpoint  # noqa: E402
-from marlgrid.agents.training.checkpoint import CheckpointError, export_policies  # noqa: E402
+from marlgrid.agents.training.checkpoint import CheckpointError, export_policies
+from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,10 +28,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.out.suffix != ".pt":
         parser.error(f"out must end in .pt, got {args.out}")
-    source = newest_checkpoint(args.target)
     try:
+        source = SavedRun(args.target).checkpoint
         written = export_policies(source, args.out, args.learners, args.note)
-    except CheckpointError as exc:
+    except (SavedRunError, CheckpointError) as exc:
         raise SystemExit(str(exc)) from None
     size = written.stat().st_size / 1e6
     print(f"{source} -> {written} ({size:.1f} MB)")

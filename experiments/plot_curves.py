@@ -3,8 +3,9 @@
     python experiments/plot_curves.py runs/default/seed_0 --baselines \
         --out experiments/results/default_run.png
 
-Each run's ``metrics.csv`` gives the return per update; ``--baselines`` plays the run's env with
-the random and oracle scripted policies (single agent) and draws their mean returns.
+Each run's ``metrics.csv`` gives the return per update; ``--baselines`` plays the first run's env
+(its saved config, :func:`marlgrid.analysis.runs.read_config`) with the random and oracle scripted
+policies (single agent) and draws their mean returns.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from marlgrid.analysis.curves import CurveError, read_curve, smooth
+from marlgrid.analysis.runs import read_config
 
 __all__ = ["CurveError", "main", "read_curve", "scripted_baselines", "smooth"]
 
 
 def scripted_baselines(env_id: str, settings: dict, episodes: int = 50) -> dict[str, float]:
     import marlgrid
-    from marlgrid.policies import make_policy, run_episode
+    from marlgrid.episode import run_episode
+    from marlgrid.policies import make_policy
 
     env = marlgrid.make(env_id, **settings)
     out = {}
@@ -33,7 +36,7 @@ def scripted_baselines(env_id: str, settings: dict, episodes: int = 50) -> dict[
                         env,
                         dict.fromkeys(env.possible_agents, make_policy(name, s)),
                         seed=10_000 + s,
-                    ).values()
+                    ).returns.values()
                 )
             )
             for s in range(episodes)
@@ -61,17 +64,18 @@ def main(argv: list[str] | None = None) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from omegaconf import OmegaConf
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for run, steps, values in curves:
         ax.plot(steps, smooth(values, args.smooth), label=str(run))
     if args.baselines:
-        cfg = OmegaConf.load(args.runs[0] / ".hydra" / "config.yaml")
-        settings = OmegaConf.to_container(cfg.env.settings)
+        env = (read_config(args.runs[0]) or {}).get("env") or {}
+        if "id" not in env:
+            parser.error(f"--baselines: {args.runs[0]} has no saved config naming its env")
         for (name, value), style in zip(
-            scripted_baselines(cfg.env.id, settings).items(), ("--", ":"), strict=True
-        ):
+            scripted_baselines(env["id"], env.get("settings") or {}).items(), ("--", ":"),
+            strict=True,
+        ):  # fmt: skip
             ax.axhline(value, color="grey", linestyle=style, label=f"{name} policy ({value:.2f})")
             print(f"{name} policy: mean return {value:.3f}")
     ax.set_xlabel("environment steps")

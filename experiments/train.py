@@ -13,14 +13,20 @@ Run directories are named by the overrides that define the run, then the seed:
 ``runs/multirun/<name>/<overrides>/seed_<seed>`` for sweep jobs. Overrides that do not change
 what is trained (``resume``, ``extend``, ``logger.*``, ``torch_threads``, ``checkpoint_every``,
 ``keep_checkpoints``, ``video``, ``video_every``, ``eval_every``, ``eval_episodes``) are left out
-of the name. A run directory holds the composed config (``.hydra/``), ``metrics.csv``,
-TensorBoard events, checkpoints, videos and ``train.log``.
+of the name. A run directory holds the composed config (``.hydra/``), the resolved one as plain
+data (``config.json``), ``metrics.csv``, TensorBoard events, checkpoints, videos and
+``train.log``.
 
 Running the same command again resumes from the newest checkpoint, or says the run is complete;
 ``total_timesteps=N extend=true hydra.run.dir=<run dir>`` trains a run on to ``N`` steps. Every
 setting is checked before a folder is made; a run directory is locked while a process trains in
 it. SIGINT (Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is written, and the
 exit code is 130 or 143.
+
+Installed (``pip install -e .``), the same entry point is the ``marlgrid-train`` command; either
+way the configs come from the checkout's ``conf/`` (:data:`CONF_DIR`). The trainer also writes
+the resolved config as ``config.json``, which
+:class:`marlgrid.agents.training.saved_run.SavedRun` reads back.
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ from marlgrid.agents.training.run_dir import (
 from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer
 from marlgrid.config import ConfigError
 
+#: Hydra's config directory, the checkout's conf/ (absolute: the marlgrid-train console script
+#: imports this module as experiments.train, where a relative path would name a package)
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 #: when this process (or the sweep that launched it) started: folders made later are "fresh"
 STARTED_ENV = "MARLGRID_TRAIN_STARTED"
 STARTED = float(os.environ.setdefault(STARTED_ENV, repr(time.time() - 1.0)))
@@ -93,7 +102,7 @@ def _fail(message: str) -> None:
     sys.exit(1)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def main(cfg: DictConfig) -> float:
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)

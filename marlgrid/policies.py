@@ -145,6 +145,8 @@ class ScriptedPolicy:
     """
 
     _NOISE_STREAM = 1
+    #: plays the task as an expert would (social metrics count its agent as an expert)
+    is_expert = True
 
     def __init__(self, seed: int | None = None, epsilon: float = 0.0) -> None:
         self.epsilon = check_float("epsilon", epsilon, 0.0, 1.0)
@@ -195,6 +197,8 @@ class ScriptedPolicy:
 
 class RandomPolicy(ScriptedPolicy):
     """Uniform random actions over the agent's action space (``epsilon`` changes nothing)."""
+
+    is_expert = False
 
     def __init__(self, seed: int | None = None, epsilon: float = 0.0) -> None:
         super().__init__(seed, epsilon)
@@ -465,13 +469,3 @@ def act(policy: Any, env: Any, agent: str) -> int:
     if not hasattr(policy, "scripted_actions") and hasattr(policy, "act"):  # an old-style policy
         return int(policy.act(env.engine, env.possible_agents.index(agent))[0])
     return scripted_action(policy, env, agent)
-
-
-def run_episode(env: Any, policies: dict[str, Any], seed: int | None = None) -> dict[str, float]:
-    """Play one episode of a PettingZoo marlgrid env; returns each agent's return.
-
-    ``policies`` as for :func:`marlgrid.episode.run_episode`, which this calls.
-    """
-    from marlgrid.episode import run_episode as run
-
-    return run(env, policies, seed=seed).returns

@@ -582,7 +582,6 @@ def test_a_malicious_checkpoint_is_refused_without_the_weights_only_hint(tmp_pat
     ],
 )
 def test_evaluate_flags_are_checked_by_argparse(tmp_path, capsys, flags, message):
-    sys.path.insert(0, str(ROOT))
     from experiments.evaluate import main
 
     with pytest.raises(SystemExit) as info:

@@ -209,8 +209,10 @@ def test_summaries_average_per_agent_and_over_columns():
 
 
 def test_rollout_tracks_social_metrics_of_scripted_experts():
-    from marlgrid.agents.training.rollout import MultiAgentRollout
+    from marlgrid.agents.training.rollout import MultiAgentRollout, SingleAgentBatch
+    from marlgrid.agents.training.social_observer import SocialObserver
     from marlgrid.policies import make_policy
+    from tests.toy_envs import CueMemoryEnv
 
     vec = marlgrid.make_vec("MarlGrid-GoalCycle-13x13-3Agents-v0", num_envs=4, max_steps=60)
     scripted = {
@@ -218,23 +220,22 @@ def test_rollout_tracks_social_metrics_of_scripted_experts():
         "agent_1": make_policy("oracle"),
         "agent_2": make_policy("random", 0),
     }
-    rollout = MultiAgentRollout(vec, [], scripted, seed=0)
+    social = SocialObserver.for_roles(vec, [], scripted)
+    rollout = MultiAgentRollout(vec, [], scripted, seed=0, observers=[social])
     rollout.collect(60)
     returns = rollout.pop_returns()
-    raw = rollout.social.pop()
+    raw = social.tracker.pop()
     np.testing.assert_allclose(raw["return"], returns, rtol=1e-5)  # the same episodes
     assert (raw["penalties"][:, 1] == 0).all()  # the oracle never errs
     # experts by default: the scripted agents other than random (rows: whose experts)
     expected = [[False, True, False], [True, False, False], [True, True, False]]
-    np.testing.assert_array_equal(rollout.social.refer[KINDS.index("expert")], expected)
+    np.testing.assert_array_equal(social.tracker.refer[KINDS.index("expert")], expected)
     rollout.collect(60)
-    logged = rollout.pop_social_metrics(columns=[0])
+    logged = social.pop(columns=[0])
     assert logged["social/penalties_agent_1"] == 0.0
     assert 0.0 <= logged["social/expert_in_view"] <= 1.0
     assert set(logged) >= {"social/follow_expert", "social/other_distance_agent_2"}
-    off = MultiAgentRollout(vec, [], scripted, seed=0, social=False)
-    off.collect(60)
-    assert off.social is None and off.pop_social_metrics() == {}
+    assert SocialObserver.for_roles(SingleAgentBatch(CueMemoryEnv(2)), [], {}) is None
 
 
 def test_training_logs_social_metrics_to_metrics_csv(tmp_path):

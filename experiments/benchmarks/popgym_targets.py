@@ -1,9 +1,9 @@
 """Sample-efficiency targets of recurrent PPO on POPGym's easiest memory tasks, with a preset.
 
 Each target trains the agent preset (default ``conf/agent/ppo_popgym.yaml``, GRU core) on one
-env for exactly its step budget through ``experiments/popgym.py`` and passes when the MMER (the
-best per-batch mean episodic return, batches of one PPO update) reaches the threshold within the
-budget. Targets (seed 0):
+env for exactly its step budget through ``experiments/popgym_sweep.py`` (a trainer run) and
+passes when the MMER (the best per-batch mean episodic return, batches of one PPO update) reaches
+the threshold within the budget. Targets (seed 0):
 
 ===========================  ==========  ==================
 env                          MMER        within (env steps)
@@ -23,23 +23,24 @@ a few hundred env steps/s, so the three runs take about half an hour or more).
 
 It prints one line per target (MMER, first step at which the threshold was reached, wall time,
 PASS or FAIL) and exits 1 if any target fails. Runs go to ``--out`` (default
-``runs/popgym_targets``) as ``experiments/popgym.py`` writes them
-(``<out>/<env>/<memory>/seed_<seed>.csv`` and ``.json``); a run overwrites an earlier one's files
-with the same env, memory and seed.
+``runs/popgym_targets``) as ``experiments/popgym_sweep.py`` writes them: a trainer run directory
+``<out>/<env>/<memory>/seed_<seed>`` (``metrics.csv``, checkpoints, ``popgym.json``), whose
+``metrics.csv`` gives the MMER and the curve (:mod:`marlgrid.analysis.mmer`); a run trains from
+scratch (``--restart``) over an earlier one's directory with the same env, memory and seed.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-POPGYM_CLI = ROOT / "experiments" / "popgym.py"
+POPGYM_CLI = ROOT / "experiments" / "popgym_sweep.py"
 DEFAULT_PRESET = ROOT / "conf" / "agent" / "ppo_popgym.yaml"
 
 
@@ -64,10 +65,21 @@ def first_step_at(curve: list[tuple[int, float]], threshold: float) -> int | Non
     return next((step for step, value in curve if value >= threshold), None)
 
 
-def read_curve(path: Path) -> list[tuple[int, float]]:
-    """``(step, batch_mean_return)`` rows of a curve CSV written by ``experiments/popgym.py``."""
-    with path.open(newline="") as f:
-        return [(int(r["step"]), float(r["batch_mean_return"])) for r in csv.DictReader(f)]
+def read_cell(run_dir: Path) -> dict:
+    """A cell run by ``experiments/popgym_sweep.py``: its MMER and ``(step, batch mean return)``
+    curve from ``metrics.csv`` (batches as its ``popgym.json`` says) and its wall time (acting
+    and updates, summed over the logged iterations)."""
+    from marlgrid.analysis.mmer import batch_mean_returns, read_metrics
+
+    settings = json.loads((run_dir / "popgym.json").read_text())["settings"]
+    rows = read_metrics(run_dir)
+    curve = batch_mean_returns(rows, settings["batch_size"])
+    times = [r.get(k, 0.0) for r in rows for k in ("charts/rollout_time", "charts/update_time")]
+    return {
+        "mmer": max((v for _, v in curve), default=math.nan),
+        "curve": curve,
+        "wall_s": sum(t for t in times if not math.isnan(t)),
+    }
 
 
 def run_target(target: Target, args: argparse.Namespace) -> dict:
@@ -75,17 +87,17 @@ def run_target(target: Target, args: argparse.Namespace) -> dict:
     cmd = [
         sys.executable, str(POPGYM_CLI), "--env", target.env, "--steps", str(target.steps),
         "--seed", str(args.seed), "--agent", str(args.agent), "--out", str(args.out), "--quiet",
-        "--threads", str(args.threads),
+        "--threads", str(args.threads), "--restart",
     ]  # fmt: skip
     if args.set:
         cmd += ["--set", *args.set]
     subprocess.run(cmd, check=True, cwd=ROOT)
     folder = args.out / target.env
-    records = sorted(folder.glob(f"*/seed_{args.seed}.json"))
-    if len(records) != 1:
-        raise SystemExit(f"expected one run record under {folder}, found {len(records)}")
-    record = json.loads(records[0].read_text())
-    first = first_step_at(read_curve(records[0].with_suffix(".csv")), target.threshold)
+    runs = sorted(p.parent for p in folder.glob(f"*/seed_{args.seed}/popgym.json"))
+    if len(runs) != 1:
+        raise SystemExit(f"expected one run directory under {folder}, found {len(runs)}")
+    record = read_cell(runs[0])
+    first = first_step_at(record["curve"], target.threshold)
     return {
         "env": target.env,
         "mmer": record["mmer"],

@@ -447,15 +447,12 @@ class LoopResult:
 
 def compose_train(overrides: list[str]) -> Any:
     """The :class:`TrainConfig` ``experiments/train.py`` would run with these overrides."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if root not in sys.path:
-        sys.path.insert(0, root)
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import experiments.train  # noqa: F401  (registers the config schemas)
+    from experiments.train import CONF_DIR  # importing it registers the config schemas
 
-    with initialize_config_dir(os.path.join(root, "conf"), version_base="1.3"):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return OmegaConf.to_object(compose("train", overrides=overrides))
 
 
@@ -492,6 +489,7 @@ class TrainLoop:
         import marlgrid
         from marlgrid.agents.training.roles import build_groups, resolve_roles
         from marlgrid.agents.training.rollout import MultiAgentRollout
+        from marlgrid.agents.training.social_observer import SocialObserver
         from marlgrid.agents.training.train_config import iteration_steps, learner_configs
 
         self.res = LoopResult(spec)
@@ -513,7 +511,9 @@ class TrainLoop:
         self.res.torch_threads = self.threads
         self.res.update_threads = int(getattr(self.learner.cfg, "update_threads", 0) or 0)
         self.res.params = sum(p.numel() for p in self.learner.net.parameters())
-        self.rollout = MultiAgentRollout(vec, groups, scripted, seed=cfg.seed)
+        social = SocialObserver.for_roles(vec, groups, scripted)  # as the trainer attaches it
+        observers = [social] if social is not None else []
+        self.rollout = MultiAgentRollout(vec, groups, scripted, seed=cfg.seed, observers=observers)
         self.timer = timer = PhaseTimer()
         vec.step = timer.wrap("env", vec.step)
         learner = self.learner
@@ -521,10 +521,9 @@ class TrainLoop:
         learner.record = timer.wrap("record", learner.record)
         learner.refresh = timer.wrap("refresh", learner.refresh)
         learner.optimizer.step = timer.wrap("optimizer", learner.optimizer.step)
-        if self.rollout.social is not None:
-            social = self.rollout.social
-            social.observe = timer.wrap("social", social.observe)
-            social.record = timer.wrap("social", social.record)
+        if social is not None:
+            social.before_step = timer.wrap("social", social.before_step)
+            social.after_step = timer.wrap("social", social.after_step)
         for _ in range(warmup):
             self.one_update()
         self.timer.take()

@@ -8,12 +8,12 @@ and of their total is reported, in microseconds (``time.perf_counter_ns``, garba
 one numba/torch/BLAS thread). See README.md beside this file ("Replay speed").
 
 Section ``drqn``: env steps per CPU-second of training in steady state (after learning_starts)
-of marlgrid's DRQN (``network.memory`` 'lstm' and 'none', through
-``marlgrid.agents.training.rollout.train_on_vector_env``) and of SB3's ``DQN``, with the same env,
-number
-of envs, train frequency, gradient steps, transitions per gradient step and layer widths, on
-CartPole-v1 and on MarlGrid-Empty-8x8-v0; ``--drqn-rounds`` rounds of every line in turn, the
-median reported (see :class:`DRQNSettings` and README.md).
+of marlgrid's DRQN (``network.memory`` 'lstm' and 'none', stepped by
+``marlgrid.agents.training.rollout.MultiAgentRollout``, updating whenever it is ready) and of
+SB3's ``DQN``, with the same env, number of envs, train frequency, gradient steps, transitions
+per gradient step and layer widths, on CartPole-v1 and on MarlGrid-Empty-8x8-v0;
+``--drqn-rounds`` rounds of every line in turn, the median reported (see :class:`DRQNSettings`
+and README.md).
 
     python experiments/benchmarks/replay_speed.py --json experiments/results/replay_speed.json
     python experiments/benchmarks/replay_speed.py --only tree --reps 1000
@@ -421,14 +421,16 @@ class DRQNLine:
 
 
 class OursDRQN(DRQNLine):
-    """marlgrid.agents.algorithms.drqn.DRQN trained by ``rollout.train_on_vector_env``: a gymnasium
-    ``SyncVectorEnv`` (wrapped there in ``SingleAgentBatch``) or ``marlgrid.make_vec``."""
+    """marlgrid.agents.algorithms.drqn.DRQN trained by the bare rollout loop
+    (``rollout.MultiAgentRollout`` steps, the learner updates when ready; what the trainer
+    iterates, without its bookkeeping): a gymnasium ``SyncVectorEnv`` (wrapped in
+    ``SingleAgentBatch``) or ``marlgrid.make_vec``."""
 
     def __init__(self, env: str, memory: str, s: DRQNSettings) -> None:
         import marlgrid
         from marlgrid.agents.algorithms.drqn import DRQN, DRQNConfig
         from marlgrid.agents.networks.models import NetworkConfig
-        from marlgrid.agents.training.rollout import as_vector_env
+        from marlgrid.agents.training.rollout import SingleAgentBatch
 
         self.name, self.s = f"ours_{memory}", s
         self.envs = (
@@ -469,7 +471,7 @@ class OursDRQN(DRQNLine):
             eps_start=s.epsilon,
             eps_end=s.epsilon,
         )
-        vec = as_vector_env(self.envs)
+        self.vec = vec = self.envs if env != "cartpole" else SingleAgentBatch(self.envs)
         agent = vec.possible_agents[0]
         obs_space, act_space = vec.single_observation_space(agent), vec.single_action_space(agent)
         self.learner = DRQN(obs_space, act_space, self.cfg, seed=s.seed)
@@ -481,11 +483,18 @@ class OursDRQN(DRQNLine):
         return self.learner.num_grad_steps
 
     def run(self, steps: int) -> None:
-        from marlgrid.agents.training.rollout import train_on_vector_env
+        from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 
-        # a new call resets the envs (the replay, counters and optimizer carry on)
+        # each round resets the envs (the replay, counters and optimizer carry on)
         self.round += 1
-        train_on_vector_env(self.envs, self.learner, steps, seed=self.s.seed + self.round)
+        group = PolicyGroup("main", self.learner, list(self.vec.possible_agents))
+        rollout = MultiAgentRollout(self.vec, [group], seed=self.s.seed + self.round)
+        while rollout.env_steps < steps:
+            rollout.step()
+            if self.learner.ready():
+                self.learner.update(progress=rollout.env_steps / steps)
+                rollout.pop_returns()  # the ended episodes, as the trainer takes them
+                rollout.pop_lengths()
 
 
 class SB3DQN(DRQNLine):

@@ -32,15 +32,12 @@ import csv
 import json
 import math
 import re
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
 HERE = Path(__file__).resolve().parent
 LENGTH = "charts/episodic_length"
 #: line -> (label, env key)
@@ -131,29 +128,20 @@ def is_complete(run_dir: Path) -> bool:
 
 def greedy_length(run_dir: Path, episodes: int, seed: int = 12345) -> float:
     """Mean length of ``episodes`` greedy episodes of the newest checkpoint (cached)."""
+    import marlgrid
+    from marlgrid.agents.training.rollout import MultiAgentRollout
+    from marlgrid.agents.training.saved_run import SavedRun
+
+    run = SavedRun(run_dir)
+    ckpt = run.checkpoint
     cache = run_dir / "greedy_length.json"
-    ckpts = sorted((run_dir / "checkpoints").glob("ckpt_*.pt"))
     if cache.is_file():
         saved = json.loads(cache.read_text())
-        if saved.get("checkpoint") == ckpts[-1].name and saved.get("episodes") == episodes:
+        if saved.get("checkpoint") == ckpt.name and saved.get("episodes") == episodes:
             return float(saved["mean_length"])
-    import marlgrid
-    from experiments.evaluate import load_run
-    from marlgrid.agents.training.checkpoint import load_checkpoint
-    from marlgrid.agents.training.roles import build_groups, resolve_roles
-    from marlgrid.agents.training.rollout import MultiAgentRollout
-    from marlgrid.agents.training.trainer import learner_configs
-
-    cfg, ckpt = load_run(run_dir)
-    payload = load_checkpoint(ckpt)
-    vec = marlgrid.make_vec(cfg.env.id, 16, **cfg.env.settings)
-    configs = learner_configs(cfg)
-    roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
-    groups, scripted = build_groups(roles, vec, configs, cfg.seed)
-    for g in groups:
-        g.learner.load_state_dict(payload["learners"][g.name])
-        g.train, g.explore = False, False
-    rollout = MultiAgentRollout(vec, groups, scripted, seed=seed)
+    policies = run.policies(greedy=True)
+    vec = marlgrid.make_vec(policies.cfg.env.id, 16, **policies.settings)
+    rollout = MultiAgentRollout(vec, policies.groups, policies.scripted, seed=seed)
     lengths: list[float] = []
     while len(lengths) < episodes:
         rollout.collect(16)

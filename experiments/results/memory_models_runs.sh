@@ -8,9 +8,9 @@
 #   LANE=a bash experiments/results/memory_models_runs.sh   # one lane only (LANE=b the other)
 #   LANE=figures bash experiments/results/memory_models_runs.sh
 #
-# Resumable: the POPGym sweep skips finished cells (runs/popgym_table/<env>/<memory>/seed_k.json)
-# and every marlgrid run has its own directory runs/multirun/memcmp_<env>_<memory>/.../seed_k
-# that a rerun resumes or skips. Logs: runs/memory_logs/<lane>.log.
+# Resumable: every POPGym cell is a trainer run directory runs/popgym_table/<env>/<memory>/seed_k
+# and every marlgrid run has its own directory runs/multirun/memcmp_<env>_<memory>/.../seed_k;
+# a rerun resumes or skips each. Logs: runs/memory_logs/<lane>.log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -22,7 +22,7 @@ MARLGRID_CORES="trxl gru lstm linear_recurrence framestack none"
 mkdir -p runs/memory_logs
 
 popgym() {  # one POPGym task: every core, 3 seeds, 50k env steps
-    $PY experiments/popgym.py --sweep --memories $MEMORIES --seeds 0,1,2 --steps 50000 \
+    $PY experiments/popgym_sweep.py --sweep --memories $MEMORIES --seeds 0,1,2 --steps 50000 \
         --box-action-bins 5 --threads 1 --quiet --out runs/popgym_table --set $SMALL_NET \
         --envs "$1"
 }

@@ -77,7 +77,9 @@ def heat_map(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("summary", type=Path, help="summary.csv of experiments/popgym.py --sweep")
+    parser.add_argument(
+        "summary", type=Path, help="summary.csv of experiments/popgym_sweep.py --sweep"
+    )
     parser.add_argument("--png", type=Path, required=True)
     parser.add_argument("--csv", type=Path, default=None, help="copy the summary here")
     args = parser.parse_args()

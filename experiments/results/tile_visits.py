@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # run as a script: experiments.evaluate must be importable
-    sys.path.insert(0, str(ROOT))
-
-import marlgrid  # noqa: E402
-from experiments.evaluate import load_policies  # noqa: E402
-from marlgrid.agents.training.evaluation import GroupPolicy  # noqa: E402
-from marlgrid.policies import make_policy, scripted_action  # noqa: E402
+import marlgrid
+from marlgrid.agents.training.evaluation import GroupPolicy
+from marlgrid.agents.training.saved_run import SavedRun
+from marlgrid.policies import make_policy, scripted_action
 
 AGENT = "agent_0"
 
@@ -83,7 +78,7 @@ def _cell(key: str, value: object) -> str:
 
 def run_players(run_dir: Path, greedy: bool):
     """The run's env (under its curriculum's stage) and its trained groups acting in it."""
-    run = load_policies(run_dir, greedy)
+    run = SavedRun(run_dir).policies(greedy)
     env = marlgrid.make(run.cfg.env.id, **run.settings)
     players = GroupPolicy(run.groups, env)
     for g in players.groups:  # acting copies are greedy unless told otherwise

@@ -11,7 +11,7 @@ from marlgrid.agents.memory import GRUCore, LSTMCore, MemoryCore, NoMemory, make
 from marlgrid.agents.networks.models import ActorCritic, NetworkConfig, QNetwork, Torso
 from marlgrid.agents.returns import compute_gae
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
-from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 
 __all__ = [
     "LEARNERS",
@@ -34,5 +34,4 @@ __all__ = [
     "make_memory",
     "ppo_loss",
     "register_learner",
-    "train_on_vector_env",
 ]

@@ -64,6 +64,13 @@ def obs_cat(parts: list[Any]) -> Any:
     return torch.cat(parts)
 
 
+def obs_repeat(obs: Any, times: int) -> Any:
+    """Each row of ``obs`` ``times`` times in a row (``(N, ...)`` -> ``(N * times, ...)``)."""
+    if times == 1:
+        return obs
+    return tree_map(lambda v: v.repeat_interleave(times, 0), obs)
+
+
 def obs_flatten_time(obs: Any) -> Any:
     """``(T, B, ...)`` -> ``(T * B, ...)`` for every array."""
     return tree_map(lambda v: v.flatten(0, 1), obs)

@@ -15,6 +15,23 @@ Conventions shared by every learner:
   slot's state itself (callers never zero a state).
 - Actions are indices ``0..n-1``; add ``action_start`` before passing them to an env.
 - ``act`` runs without gradients (``torch.inference_mode``).
+
+Optional members the loop reads when a learner has them:
+
+- ``teachers``: agent ids whose actions and observations the learner wants in each
+  :class:`Step` (:attr:`Step.teachers`), e.g. the experts a behaviour-cloning learner imitates.
+- ``acting_state(state)`` (a static method): the part of :meth:`Learner.state_dict` that acting
+  needs, for exported policies (default: all but ``"optimizer"``).
+
+A learner that reads a teacher's actions, in full::
+
+    class Imitator(PPO):
+        teachers = ("agent_1",)  # the expert's agent id
+
+        def record(self, step: Step) -> None:
+            expert = step.teachers["agent_1"]
+            self.expert_actions = expert.actions[expert.valid] - self.action_start
+            super().record(step)
 """
 
 from __future__ import annotations
@@ -22,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
@@ -39,6 +57,24 @@ class Action(NamedTuple):
     extras: dict[str, Tensor]  #: per-slot values the learner wants back in :meth:`Learner.record`
 
 
+class Teacher(NamedTuple):
+    """Another agent's step, as a learner that asks for it sees it (:attr:`Step.teachers`).
+
+    Per slot of the learner: the teacher agent of the same env, so every slot of one env holds
+    the same values. ``actions`` are the env actions the teacher took (add nothing: they are
+    the env's own values, subtract the learner's ``action_start`` for an index); ``obs`` is the
+    observation it acted on; ``valid`` is false where the teacher was out of play.
+    """
+
+    actions: Tensor  #: ``(B,)`` env actions
+    obs: Obs  #: ``(B, ...)`` the teacher's observations before the step
+    valid: Tensor  #: ``(B,)`` the teacher was in play
+
+
+#: an empty, read-only ``Step.teachers``
+NO_TEACHERS: Mapping[str, Teacher] = MappingProxyType({})
+
+
 class Step(NamedTuple):
     """One step of every slot, as :meth:`Learner.record` receives it.
 
@@ -48,7 +84,9 @@ class Step(NamedTuple):
     (their step must not enter a loss). ``next_obs`` starts the next step (already a new episode
     where ``terminations | truncations``); ``next_state`` is the state after the step (before any
     reset). Where a slot was truncated but not terminated, ``final_ids`` lists it and
-    ``final_obs`` holds its true last observation (for bootstrapping).
+    ``final_obs`` holds its true last observation (for bootstrapping). ``teachers`` holds the
+    steps of the other agents the learner asked for (agent id -> :class:`Teacher`), empty
+    unless it asked.
     """
 
     obs: Obs
@@ -64,6 +102,7 @@ class Step(NamedTuple):
     next_state: Tensor
     final_ids: Tensor
     final_obs: Obs | None
+    teachers: Mapping[str, Teacher] = NO_TEACHERS
 
 
 @runtime_checkable
@@ -142,6 +181,15 @@ def load_builtin_learners() -> None:
     """Import the modules that register the built-in algorithms."""
     for name in BUILTIN_MODULES:
         importlib.import_module(name)
+
+
+#: the algorithm a run trains when its config names none (``TrainConfig.agent = None``)
+DEFAULT_ALGO = "ppo"
+
+
+def default_config() -> Any:
+    """A new config of :data:`DEFAULT_ALGO` at its defaults (``PPOConfig()``)."""
+    return _spec(DEFAULT_ALGO).config()
 
 
 def build_learner(

@@ -1,7 +1,8 @@
 """Finding training runs on disk and grouping them into conditions.
 
 A run directory (as :class:`~marlgrid.agents.training.trainer.Trainer` and
-``experiments/train.py`` write it) holds ``metrics.csv``, ``train.log`` and
+``experiments/train.py`` write it) holds ``metrics.csv``, ``train.log``, ``config.json`` (the
+resolved config, :func:`read_config`; runs from before it have only Hydra's record) and
 ``.hydra/{config,hydra,overrides}.yaml``; a sweep
 directory ``runs/multirun/<name>`` holds ``<overrides>/seed_<seed>`` run directories and Hydra's
 ``multirun.yaml``. A *condition* is a set of runs that differ only in their seed: by default the
@@ -15,6 +16,7 @@ unfinished, no metrics) and the runs a sweep should hold but does not (:class:`M
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -26,6 +28,10 @@ from marlgrid.analysis.curves import AnalysisError
 
 SEED_DIR = re.compile(r"seed_(-?\d+)")
 COMPLETE, UNFINISHED, NO_METRICS = "complete", "unfinished", "no metrics"
+#: a run's resolved config as plain JSON data, written by the trainer beside its checkpoints
+CONFIG_FILE = "config.json"
+#: the composed config ``experiments/train.py`` writes (all a run from before config.json has)
+HYDRA_CONFIG = ".hydra/config.yaml"
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,8 @@ def find_runs(paths: Sequence[str | Path]) -> RunSet:
     if not runs:
         shown = ", ".join(str(p) for p in paths)
         raise AnalysisError(
-            f"no runs found in {shown}: a run directory holds metrics.csv or .hydra/ (e.g. "
-            "runs/multirun/<name>/<overrides>/seed_0)"
+            f"no runs found in {shown}: a run directory holds metrics.csv, {CONFIG_FILE} or "
+            ".hydra/ (e.g. runs/multirun/<name>/<overrides>/seed_0)"
         )
     return RunSet(runs, missing)
 
@@ -154,6 +160,53 @@ def lookup(run: Run, key: str) -> str:
 # -- reading one run -----------------------------------------------------------------------------
 
 
+def config_path(run_dir: str | Path) -> Path | None:
+    """The file a run's config is read from: ``config.json``, else ``.hydra/config.yaml``
+    (None when the run has neither)."""
+    for name in (CONFIG_FILE, HYDRA_CONFIG):
+        if (Path(run_dir) / name).is_file():
+            return Path(run_dir) / name
+    return None
+
+
+def read_config(run_dir: str | Path) -> dict[str, Any] | None:
+    """A run's config as plain data, from :func:`config_path` (None when it has none).
+
+    The whole library reads configs through this (torch-free) function;
+    :class:`~marlgrid.agents.training.saved_run.SavedRun` builds on it. Interpolations of a Hydra
+    record (``learners.expert_1: ${agent}``) are resolved when OmegaConf is installed. Raises
+    :class:`AnalysisError` naming the file when it cannot be read.
+    """
+    path = config_path(run_dir)
+    if path is None:
+        return None
+    if path.name == CONFIG_FILE:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise AnalysisError(f"{path} is not valid JSON: {exc}") from None
+    else:
+        data = _resolved(_yaml(path), path)
+    if not isinstance(data, dict):
+        raise AnalysisError(f"{path} holds no config mapping (found {type(data).__name__})")
+    return data
+
+
+def _resolved(data: Any, path: Path) -> Any:
+    """``data`` with its OmegaConf interpolations resolved (as is without any, or without
+    OmegaConf)."""
+    if "${" not in json.dumps(data, default=str):
+        return data
+    try:
+        from omegaconf import OmegaConf
+    except ImportError:  # pragma: no cover - OmegaConf comes with Hydra (the train extra)
+        return data
+    try:
+        return OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+    except Exception as exc:  # OmegaConf's own errors: an unknown key or resolver
+        raise AnalysisError(f"{path}: cannot resolve its interpolations: {exc}") from None
+
+
 def _run_dirs(root: Path) -> list[Path]:
     if _is_run_dir(root):
         return [root]
@@ -169,13 +222,14 @@ def _run_dirs(root: Path) -> list[Path]:
 
 
 def _is_run_dir(path: Path) -> bool:
-    has_files = (path / "metrics.csv").is_file() or (path / ".hydra").is_dir()
+    has_files = any((path / name).is_file() for name in ("metrics.csv", CONFIG_FILE))
+    has_files = has_files or (path / ".hydra").is_dir()
     return has_files or SEED_DIR.fullmatch(path.name) is not None
 
 
 def _read_run(path: Path, root: Path) -> Run:
     hydra_dir = path / ".hydra"
-    config = _yaml(hydra_dir / "config.yaml") or {}
+    config = read_config(path) or {}
     hydra = (_yaml(hydra_dir / "hydra.yaml") or {}).get("hydra", {})
     all_overrides = tuple(str(o) for o in (_yaml(hydra_dir / "overrides.yaml") or []))
     exclude = set(_exclude_keys(hydra)) | {"seed"}

@@ -1,24 +1,18 @@
-"""Train marlgrid learners on POPGym environments, and score them with POPGym's MMER.
+"""POPGym environments as gymnasium batches for marlgrid's learners (no torch).
 
 - :func:`resolve_env_id`: a POPGym env by short name (``RepeatPreviousEasy``) or by the gymnasium
   id popgym registers (``popgym-RepeatPreviousEasy-v0``), case-insensitively.
 - :func:`make_env` / :func:`make_vector_env`: one env with POPGym's standard wrappers as options
   (``PreviousAction``, ``Antialias``, ``DiscreteAction``), and a batch of them with same-step
-  autoreset, ready for :func:`~marlgrid.agents.training.rollout.train_on_vector_env`. ``Tuple`` (and
+  autoreset, the :class:`~marlgrid.agents.training.rollout.BatchedEnv` form the trainer steps
+  (``env.id=popgym:<Name>``, :mod:`marlgrid.agents.training.env_sources`). ``Tuple`` (and
   nested) observations become a flat ``Dict`` (:class:`FlatDictObservation`), the form marlgrid's
   storage and rollouts carry; the encoders one-hot its discrete parts.
 - :class:`BinnedBoxAction`: a continuous (``Box``) action as ``K`` evenly spaced values per
   dimension, for learners with categorical heads (``box_action_bins``; POPGym's pendulum tasks).
-- :func:`batch_mean_returns`, :func:`mmer`, :func:`mmer_over_seeds`: the metric from a training
-  history.
 
-**MMER** (max-mean episodic reward, POPGym's definition): for each training batch, the mean
-return of the episodes that ended in it; the maximum of these means over training; reported as
-mean +- std over seeds (several trials). Here a batch is by default one learner update, so its
-size is ``num_envs * num_steps`` env steps for PPO; updates can be pooled into batches of a set
-number of env steps (``batch_steps``) for learners that update every few steps. Say the batch
-size with the numbers. A batch in which no episode ended has no mean and is skipped. The maximum
-is optimistic, and more so with small batches.
+POPGym's metric, the MMER, is computed from a run's ``metrics.csv`` by
+:mod:`marlgrid.analysis.mmer`; ``experiments/popgym_sweep.py`` trains and scores sweeps.
 
 popgym is imported only when an env is made (``pip install 'marlgrid[popgym]'``).
 
@@ -32,8 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import gymnasium as gym
@@ -51,19 +44,14 @@ from marlgrid.tasks.memory_gym_env import (
 __all__ = [
     "BinnedBoxAction",
     "FlatDictObservation",
-    "batch_mean_returns",
     "make_env",
     "make_vector_env",
-    "mmer",
-    "mmer_over_seeds",
     "popgym_env_ids",
     "resolve_env_id",
 ]
 
 #: the options of :func:`make_env` that choose POPGym wrappers
 WRAPPER_OPTIONS = ("previous_action", "antialias", "discrete_action", "box_action_bins")
-#: the metric a training history records per update (mean return of the episodes that ended)
-RETURN_KEY = "charts/episodic_return"
 
 
 def _import_popgym() -> Any:
@@ -259,7 +247,7 @@ def make_env(
         if box_action_bins is None:
             raise ValueError(
                 f"{env_id} has continuous actions {env.action_space}; the learners choose among "
-                "discrete actions: set box_action_bins=K (experiments/popgym.py: "
+                "discrete actions: set box_action_bins=K (experiments/popgym_sweep.py: "
                 "--box-action-bins K, K >= 2) to offer K evenly spaced values per dimension"
             )
         env = _popgym_env_adapter()(BinnedBoxAction(env, box_action_bins))
@@ -285,56 +273,3 @@ def make_vector_env(name: str, num_envs: int, **wrappers: Any) -> gym.vector.Syn
         [lambda: make_env(name, **wrappers) for _ in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# MMER
-# --------------------------------------------------------------------------------------------------
-
-
-def batch_mean_returns(
-    history: Sequence[Mapping[str, float]], batch_steps: int | None = None
-) -> list[tuple[int, float]]:
-    """``(global_step, mean episodic return)`` of every training batch in which an episode ended.
-
-    ``history`` is what :func:`~marlgrid.agents.training.rollout.train_on_vector_env` returns, one
-    entry per update with the mean return and number of the episodes ended since the previous one.
-    By default a batch is one update (PPO: ``num_envs * num_steps`` env steps). With
-    ``batch_steps``, updates are pooled into batches of that many env steps (the updates whose
-    ``global_step`` falls in ``(k * batch_steps, (k + 1) * batch_steps]``, their means weighted
-    by episode counts; the step reported is the batch's last update), for learners that update
-    more often (DRQN)."""
-    if batch_steps is not None:
-        check_int("batch_steps", batch_steps, low=1)
-    out: list[tuple[int, float]] = []
-    pool: dict[int, list[float]] = {}  # batch -> [last step, return sum, episodes]
-    for metrics in history:
-        value, step = float(metrics.get(RETURN_KEY, math.nan)), int(metrics["global_step"])
-        if math.isnan(value):
-            continue
-        if batch_steps is None:
-            out.append((step, value))
-            continue
-        n = float(metrics["charts/episodes"])
-        entry = pool.setdefault((step - 1) // batch_steps, [0.0, 0.0, 0.0])
-        entry[0], entry[1], entry[2] = step, entry[1] + value * n, entry[2] + n
-    out += [(int(last), total / n) for last, total, n in pool.values()]
-    return out
-
-
-def mmer(history: Sequence[Mapping[str, float]], batch_steps: int | None = None) -> float:
-    """Max over training of the per-batch mean episodic return (batches as in
-    :func:`batch_mean_returns`); NaN if no episode ended."""
-    means = [value for _, value in batch_mean_returns(history, batch_steps)]
-    return max(means) if means else math.nan
-
-
-def mmer_over_seeds(values: Sequence[float]) -> tuple[float, float]:
-    """``(mean, std)`` of per-seed MMERs; the std is the population one (``ddof=0``), 0 for a
-    single seed. NaN values (runs in which no episode ended) raise."""
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.size == 0:
-        raise ValueError("mmer_over_seeds needs at least one value")
-    if np.isnan(arr).any():
-        raise ValueError(f"an MMER is NaN (no episode ended in that run): {list(values)}")
-    return float(arr.mean()), float(arr.std())

@@ -22,7 +22,8 @@ from marlgrid.agents.returns import (
     value_rescale,
 )
 from marlgrid.agents.storage.sequence_replay import SequenceSample
-from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, train_on_vector_env
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
+from tests.agents.conftest import train_learner
 from tests.toy_envs import CueMemoryEnv, RandomEpisodesEnv
 
 torch.set_num_threads(1)
@@ -320,7 +321,7 @@ def test_every_option_trains_rmsprop_dueling_boltzmann_rescaled_uniform() -> Non
                 gradient_steps=2, learning_starts=100, train_freq=2, refresh_every=2)  # fmt: skip
     env = CueMemoryEnv(4, min_delay=6, max_delay=9)
     learner = DRQN(env.single_observation_space, TWO, cfg, seed=0)
-    logs = train_on_vector_env(env, learner, 600, seed=0)
+    logs = train_learner(env, learner, 600, seed=0)
     assert len(logs) > 20 and learner.num_grad_steps == 2 * len(logs)
     last = logs[-1]
     assert last["charts/temperature"] == 0.2 and "charts/epsilon" not in last
@@ -350,7 +351,7 @@ def test_state_dict_round_trip_including_the_replay() -> None:
                 refresh_every=3, buffer_size=4000)  # fmt: skip
     env = CueMemoryEnv(8, min_delay=8, max_delay=12)  # episodes longer than the period
     learner = DRQN(env.single_observation_space, TWO, cfg, seed=0)
-    train_on_vector_env(env, learner, 800, seed=0)
+    train_learner(env, learner, 800, seed=0)
     assert learner.num_updates > 10
     other = _reload(learner)
     assert not other.replay_refilled and other.replay.num_sequences == learner.replay.num_sequences
@@ -370,7 +371,7 @@ def test_state_dict_round_trip_including_the_replay() -> None:
 def test_without_checkpoint_replay_the_replay_is_refilled() -> None:
     env = CueMemoryEnv(4)
     learner = DRQN(env.single_observation_space, TWO, small(checkpoint_replay=False), seed=0)
-    train_on_vector_env(env, learner, 200, seed=0)
+    train_learner(env, learner, 200, seed=0)
     assert learner.state_dict()["replay"] is None
     other = _reload(learner)
     assert other.replay is None and other.replay_refilled
@@ -402,7 +403,7 @@ def _cue_learner(memory: str) -> DRQN:
                 target_update_period=100, eps_fraction=0.5)  # fmt: skip
     env = CueMemoryEnv(16)
     learner = DRQN(env.single_observation_space, env.single_action_space, cfg, seed=0)
-    train_on_vector_env(env, learner, 6_000, seed=0)
+    train_learner(env, learner, 6_000, seed=0)
     return learner
 
 
@@ -446,7 +447,7 @@ def test_drqn_learns_empty_5x5() -> None:
     space, actions = vec.single_observation_space("agent_0"), vec.single_action_space("agent_0")
     learner = DRQN(space, actions, cfg, seed=0)
     t0 = time.perf_counter()
-    train_on_vector_env(vec, learner, 10_000, seed=0)
+    train_learner(vec, learner, 10_000, seed=0)
     took = time.perf_counter() - t0
     (ret, length), (rand_ret, rand_len) = _empty_returns(learner), _empty_returns(None)
     print(f"Empty-5x5: DRQN return {ret:.3f} length {length:.1f}; random {rand_ret:.3f} "

@@ -20,14 +20,17 @@ from gymnasium import spaces
 from marlgrid.agents.algorithms.ppo import PPOConfig
 from marlgrid.agents.networks.encoders import make_encoder
 from marlgrid.agents.networks.models import NetworkConfig
-from marlgrid.agents.training.rollout import train_on_vector_env
+from marlgrid.agents.training.env_sources import ENV_SOURCES, register_env_source
+from marlgrid.agents.training.rollout import SingleAgentBatch
+from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer
+from marlgrid.analysis.mmer import batch_mean_returns, mmer, read_metrics
 from marlgrid.tasks.memory_gym_env import (
     TILE_SIZES,
     make_memory_gym_env,
     network_overrides,
     resolve_memory_gym_id,
 )
-from marlgrid.tasks.popgym_env import batch_mean_returns, make_env, mmer, resolve_env_id
+from marlgrid.tasks.popgym_env import make_env, resolve_env_id
 
 MMG, MPG = "MortarMayhem-Grid-v0", "MysteryPath-Grid-v0"
 FRAME = spaces.Box(0, 255, (84, 84, 3), np.uint8)
@@ -188,22 +191,40 @@ class _EpisodeLog(gym.Wrapper):
 
 
 @pytest.mark.parametrize("env_id", [MMG, MPG])
-def test_ppo_updates_and_episode_bookkeeping(memory_gym: Any, env_id: str) -> None:
+def test_ppo_updates_and_episode_bookkeeping(memory_gym: Any, env_id: str, tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     num_envs, num_steps, updates = 2, 64, 4
     logs: list[list[tuple[int, float, int]]] = [[] for _ in range(num_envs)]
-    envs = gym.vector.SyncVectorEnv(
-        [lambda log=log: _EpisodeLog(make_env(env_id), log) for log in logs],
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-    )
+
+    def logged_envs(name: str, n: int, settings: Any) -> SingleAgentBatch:
+        return SingleAgentBatch(
+            gym.vector.SyncVectorEnv(
+                [lambda log=log: _EpisodeLog(make_env(name), log) for log in logs[:n]],
+                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+            )
+        )
+
     cfg = PPOConfig(
         network=dataclasses.replace(TINY, tile_size=TILE_SIZES[env_id]),
         num_steps=num_steps,
         chunk_len=16,
     )
-    history = train_on_vector_env(envs, cfg, num_envs * num_steps * updates, seed=0)
-    envs.close()
-    assert [h["global_step"] for h in history] == [128, 256, 384, 512]
+    register_env_source("test-logged", logged_envs)
+    try:
+        Trainer(
+            TrainConfig(
+                env=EnvConfig(id=f"test-logged:{env_id}", num_envs=num_envs),
+                agent=cfg,
+                logger=LoggerConfig(tensorboard=False, progress=False),
+                total_timesteps=num_envs * num_steps * updates,
+                video=False,
+            ),
+            tmp_path,
+        ).run()
+    finally:
+        ENV_SOURCES.pop("test-logged")
+    history = read_metrics(tmp_path)  # the trainer's metrics.csv: one row per update
+    assert [h["step"] for h in history] == [128, 256, 384, 512]
     assert all(math.isfinite(h[k]) for h in history for k in ("losses/value_loss",
                "losses/policy_loss", "losses/entropy"))  # fmt: skip
     # each update holds the episodes that ended in its num_steps steps of every env, with the
@@ -233,7 +254,7 @@ def test_ppo_updates_and_episode_bookkeeping(memory_gym: Any, env_id: str) -> No
 
 def test_entry_point_sets_the_tile_size_before_user_overrides() -> None:
     pytest.importorskip("omegaconf")
-    from experiments.popgym import cell_settings, parse_args
+    from experiments.popgym_sweep import cell_settings, parse_args
 
     def tile(env_id: str, *extra: str) -> int:
         args = parse_args(["--env", env_id, *extra])
@@ -246,13 +267,15 @@ def test_entry_point_sets_the_tile_size_before_user_overrides() -> None:
 def test_entry_point_trains_on_mystery_path(memory_gym: Any, tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    from experiments.popgym import main
+    from experiments.popgym_sweep import cell_record, main
 
     args = ["--env", "MysteryPathGrid", "--memory", "gru", "--num-envs", "2", "--steps", "128",
             "--set", "network.hidden_size=8", "network.trunk_sizes=[8]", "network.head_sizes=[8]",
             "network.conv_channels=[4]", "num_steps=32", "chunk_len=8", "--quiet"]  # fmt: skip
     assert main([*args, "--out", str(tmp_path)]) == 0
-    record = json.loads((tmp_path / "MysteryPath-Grid/gru/seed_0.json").read_text())
+    run = tmp_path / "MysteryPath-Grid/gru/seed_0"  # a trainer run directory
+    record = cell_record(json.loads((run / "popgym.json").read_text())["settings"], run)
     assert record["settings"]["env_id"] == MPG and record["settings"]["batch_size"] == 64
     assert record["env_steps"] == 128 and record["batches"] == 2
     assert record["settings"]["agent"]["network"]["tile_size"] == 12
+    assert json.loads((run / "config.json").read_text())["env"]["id"] == f"memorygym:{MPG}"

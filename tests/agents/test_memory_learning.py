@@ -15,8 +15,7 @@ import torch
 
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.networks.models import NetworkConfig
-from marlgrid.agents.training.rollout import train_on_vector_env
-from tests.agents.conftest import collect
+from tests.agents.conftest import collect, train_learner
 from tests.toy_envs import CueMemoryEnv
 
 DELAYS = {"min_delay": 3, "max_delay": 6}
@@ -28,7 +27,7 @@ def _train(memory: str, seed: int = 0) -> tuple[PPO, float]:
     cfg = PPOConfig(network=net, num_steps=32, lr=3e-3)
     env = CueMemoryEnv(16, **DELAYS)
     learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=seed)
-    history = train_on_vector_env(env, learner, total_timesteps=30_000, seed=seed)
+    history = train_learner(env, learner, total_timesteps=30_000, seed=seed)
     assert learner.num_updates == len(history) == 58
     return learner, float(np.mean([h["charts/episodic_return"] for h in history[-5:]]))
 

@@ -1,5 +1,6 @@
 """POPGym harness: encoders per observation space, MultiDiscrete PPO actions, MMER, and short
-runs on POPGym envs (those skip without popgym)."""
+trainer runs on POPGym envs (those skip without popgym); the runs' directories, resume and
+evaluation are in ``test_popgym_runs.py``."""
 
 from __future__ import annotations
 
@@ -28,14 +29,11 @@ from marlgrid.agents.networks.models import (
     ravel_actions,
     unravel_actions,
 )
-from marlgrid.agents.training.rollout import train_on_vector_env
-from marlgrid.tasks.popgym_env import (
-    BinnedBoxAction,
-    FlatDictObservation,
-    batch_mean_returns,
-    mmer,
-    mmer_over_seeds,
-)
+from marlgrid.agents.training.env_sources import register_env_source
+from marlgrid.agents.training.rollout import SingleAgentBatch
+from marlgrid.analysis.mmer import batch_mean_returns, mmer, mmer_over_seeds, read_metrics
+from marlgrid.tasks.popgym_env import BinnedBoxAction, FlatDictObservation
+from tests.agents.conftest import train_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = NetworkConfig(memory="gru", hidden_size=16, trunk_sizes=(16,), head_sizes=(16,))
@@ -190,12 +188,14 @@ class _MultiDiscreteBandit:
         return self.reset(), rewards, done, ~done, infos
 
 
-def test_ppo_learns_a_multidiscrete_bandit_through_single_agent_batch() -> None:
-    env = _MultiDiscreteBandit(8)
+register_env_source("test-bandit", lambda name, n, s: SingleAgentBatch(_MultiDiscreteBandit(n)))
+
+
+def test_ppo_learns_a_multidiscrete_bandit_through_single_agent_batch(tmp_path: Path) -> None:
     cfg = PPOConfig(network=dataclasses.replace(SMALL, memory="none"), num_steps=16, chunk_len=4,
                     lr=0.01, anneal_lr=False, refresh_interval=0)  # fmt: skip
-    history = train_on_vector_env(env, cfg, 8 * 16 * 25, seed=0)
-    got = np.concatenate(env.received)
+    trainer, history = train_run(tmp_path, "test-bandit:v0", 8, cfg, 8 * 16 * 25)
+    got = np.concatenate(trainer.vec.envs.received)
     assert got.shape[1] == 2 and set(got[:, 0]) <= {0, 1, 2} and set(got[:, 1]) <= {-1, 0}
     assert history[0]["charts/episodic_return"] < 0.4  # 1/6 by chance
     assert history[-1]["charts/episodic_return"] > 0.9
@@ -342,14 +342,11 @@ def test_pendulum_needs_and_gets_binned_torques() -> None:
     assert make_env("RepeatPreviousEasy", box_action_bins=5).action_space == spaces.Discrete(4)
 
 
-def test_ppo_gru_runs_a_few_updates_on_repeat_previous() -> None:
+def test_ppo_gru_runs_a_few_updates_on_repeat_previous(tmp_path: Path) -> None:
     pytest.importorskip("popgym")
-    from marlgrid.tasks.popgym_env import make_vector_env
-
-    envs = make_vector_env("RepeatPreviousEasy", 4)
     cfg = PPOConfig(network=SMALL, num_steps=64, chunk_len=16)
-    history = train_on_vector_env(envs, cfg, 4 * 64 * 4, seed=0)
-    assert [h["global_step"] for h in history] == [256, 512, 768, 1024]
+    _, history = train_run(tmp_path, "popgym:RepeatPreviousEasy", 4, cfg, 4 * 64 * 4)
+    assert [h["step"] for h in history] == [256, 512, 768, 1024]
     # episodes last 51 steps: each env ends 5 in 256 steps, so 20 episodes in all
     assert sum(h["charts/episodes"] for h in history) == 20
     assert all(-1.0 <= r <= 1.0 for _, r in batch_mean_returns(history))
@@ -357,13 +354,10 @@ def test_ppo_gru_runs_a_few_updates_on_repeat_previous() -> None:
     assert -1.0 <= mmer(history) <= 1.0
 
 
-def test_ppo_multidiscrete_actions_reach_battleship() -> None:
+def test_ppo_multidiscrete_actions_reach_battleship(tmp_path: Path) -> None:
     pytest.importorskip("popgym")
-    from marlgrid.tasks.popgym_env import make_vector_env
-
-    envs = make_vector_env("BattleshipEasy", 2)
     cfg = PPOConfig(network=SMALL, num_steps=32, chunk_len=8, num_minibatches=2)
-    history = train_on_vector_env(envs, cfg, 2 * 32 * 2, seed=0)
+    _, history = train_run(tmp_path, "popgym:BattleshipEasy", 2, cfg, 2 * 32 * 2)
     assert len(history) == 2 and math.isfinite(history[-1]["losses/entropy"])
     # two independent branches of 8 start near uniform: entropy about 2 ln 8
     assert history[0]["losses/entropy"] == pytest.approx(2 * math.log(8), abs=0.05)
@@ -384,7 +378,7 @@ def test_preset_composes_with_the_train_schema() -> None:
     from omegaconf import OmegaConf
 
     import experiments.train  # noqa: F401  (registers the schemas)
-    from experiments.popgym import DEFAULT_PRESET, load_agent_preset
+    from experiments.popgym_sweep import DEFAULT_PRESET, load_agent_preset
     from marlgrid.agents.learner import config_from_dict
 
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
@@ -404,24 +398,30 @@ TINY = ["--set", "network.hidden_size=8", "network.trunk_sizes=[8]", "network.he
 def test_sweep_writes_the_table_and_resumes(tmp_path: Path, capsys: Any) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    from experiments.popgym import main
+    from experiments.popgym_sweep import cell_record, main
 
     args = ["--sweep", "--envs", "RepeatPreviousEasy", "--memories", "gru,none", "--seeds", "0,1"]
     assert main([*args, *TINY, "--out", str(tmp_path)]) == 0
-    record = json.loads((tmp_path / "RepeatPreviousEasy/gru/seed_1.json").read_text())
-    lines = (tmp_path / "RepeatPreviousEasy/gru/seed_1.csv").read_text().splitlines()
-    assert lines[0] == "step,batch_mean_return"
-    best = max(float(line.split(",")[1]) for line in lines[1:])
-    assert record["mmer"] == pytest.approx(best) and record["settings"]["batch_size"] == 64
+    run = tmp_path / "RepeatPreviousEasy/gru/seed_1"  # a trainer run directory per cell
+    assert (run / "checkpoints/ckpt_000000002.pt").is_file() and (run / "config.json").is_file()
+    settings = json.loads((run / "popgym.json").read_text())["settings"]
+    record = cell_record(settings, run)
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [64, 128]
+    best = max(
+        r["charts/episodic_return"] for r in rows if not math.isnan(r["charts/episodic_return"])
+    )
+    assert record["mmer"] == pytest.approx(best) and settings["batch_size"] == 64
     table = (tmp_path / "summary.md").read_text()
     assert "| RepeatPreviousEasy | none | 2 | 128 | 64 |" in table
-    walls = [json.loads((tmp_path / f"RepeatPreviousEasy/gru/seed_{k}.json").read_text())["wall_s"]
+    walls = [cell_record(settings, tmp_path / f"RepeatPreviousEasy/gru/seed_{k}")["wall_s"]
              for k in (0, 1)]  # fmt: skip
     speed = f"| gru | 2 | 256 | {sum(walls):,.0f} | {256 / sum(walls):,.0f} |"
     assert speed in table
     capsys.readouterr()
     assert main([*args, *TINY, "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out.count("(skipped)") == 4
+    assert [r["step"] for r in read_metrics(run)] == [64, 128]  # nothing trained again
     with pytest.raises(SystemExit, match="steps differ"):
         main([*args, *TINY, "--steps", "192", "--out", str(tmp_path)])
 
@@ -429,21 +429,21 @@ def test_sweep_writes_the_table_and_resumes(tmp_path: Path, capsys: Any) -> None
 def test_sweep_refuses_a_continuous_action_env_before_training(tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    from experiments.popgym import main
+    from experiments.popgym_sweep import main
 
     args = ["--sweep", "--envs", "RepeatPreviousEasy,PositionOnlyPendulumEasy", *TINY]
     with pytest.raises(SystemExit, match="--box-action-bins K"):
         main([*args, "--out", str(tmp_path)])
     assert not any(tmp_path.iterdir())  # nothing trained
     assert main([*args, "--box-action-bins", "3", "--out", str(tmp_path)]) == 0
-    record = json.loads((tmp_path / "PositionOnlyPendulumEasy/gru/seed_0.json").read_text())
+    record = json.loads((tmp_path / "PositionOnlyPendulumEasy/gru/seed_0/popgym.json").read_text())
     assert record["settings"]["wrappers"]["box_action_bins"] == 3
 
 
 def test_cli_names_an_unknown_env(tmp_path: Path) -> None:
     """Run as a script, the entry point imports the real popgym, not itself."""
     pytest.importorskip("popgym")
-    cmd = [sys.executable, str(ROOT / "experiments/popgym.py"), "--env", "Nope"]
+    cmd = [sys.executable, str(ROOT / "experiments/popgym_sweep.py"), "--env", "Nope"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 1
     assert "error: unknown POPGym env 'Nope'; registered: " in out.stderr
@@ -454,9 +454,9 @@ def test_cli_names_an_unknown_env(tmp_path: Path) -> None:
 def test_cli_single_run(tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    cmd = [sys.executable, str(ROOT / "experiments/popgym.py"), "--env", "RepeatPreviousEasy",
+    cmd = [sys.executable, str(ROOT / "experiments/popgym_sweep.py"), "--env", "RepeatPreviousEasy",
            "--memory", "gru", "--seed", "3", *TINY, "--out", str(tmp_path)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "batches of 64 env steps" in out.stdout
-    assert (tmp_path / "RepeatPreviousEasy/gru/seed_3.csv").is_file()
+    assert (tmp_path / "RepeatPreviousEasy/gru/seed_3/metrics.csv").is_file()

@@ -16,8 +16,11 @@ from marlgrid.agents.learner import config_from_dict
 from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.agents.optim import linear_schedule
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
-from marlgrid.agents.training.rollout import train_on_vector_env
-from tests.agents.conftest import collect
+from marlgrid.agents.training.env_sources import register_env_source
+from marlgrid.agents.training.rollout import SingleAgentBatch
+from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer
+from marlgrid.analysis.mmer import read_metrics
+from tests.agents.conftest import collect, train_learner
 from tests.toy_envs import CueMemoryEnv, RandomEpisodesEnv
 
 SMALL = {"hidden_size": 16, "trunk_sizes": (16,), "head_sizes": (8,), "conv_channels": (4,)}
@@ -134,24 +137,35 @@ def test_state_dict_round_trip() -> None:
     )
 
 
-def test_train_loop_on_dict_observations_with_truncations() -> None:
-    space = spaces.Dict(
-        {
-            "image": spaces.Box(0, 255, (5, 5, 3), np.uint8),
-            "position": spaces.Box(0, 1, (2,), np.float32),
-            "direction": spaces.Discrete(4),
-        }
+DICT_SPACE = spaces.Dict(
+    {
+        "image": spaces.Box(0, 255, (5, 5, 3), np.uint8),
+        "position": spaces.Box(0, 1, (2,), np.float32),
+        "direction": spaces.Discrete(4),
+    }
+)
+register_env_source(
+    "test-random-dict",
+    lambda name, n, settings: SingleAgentBatch(RandomEpisodesEnv(n, DICT_SPACE, num_actions=7)),
+)
+
+
+def test_trainer_on_dict_observations_with_truncations(tmp_path) -> None:
+    """A gymnasium-style batch as a trainer env source (``SingleAgentBatch``): Dict
+    observations, truncations with final observations, one metrics row per update."""
+    cfg = TrainConfig(
+        env=EnvConfig(id="test-random-dict:v0", num_envs=4),
+        agent=_cfg("gru", num_steps=16, chunk_len=4, kl_hard_limit=10.0),
+        logger=LoggerConfig(tensorboard=False, progress=False),
+        total_timesteps=3 * 16 * 4,
+        video=False,
     )
-    env = RandomEpisodesEnv(4, space, num_actions=7)
-    cfg = _cfg("gru", num_steps=16, chunk_len=4, kl_hard_limit=10.0)
-    learner = PPO(space, env.single_action_space, cfg, seed=0)
-    logged: list[int] = []
-    history = train_on_vector_env(
-        env, learner, total_timesteps=3 * 16 * 4, log_fn=lambda m, step: logged.append(step)
-    )
-    assert logged == [64, 128, 192] and len(history) == 3
+    trainer = Trainer(cfg, tmp_path)
+    trainer.run()
+    history = read_metrics(tmp_path)
+    assert [h["step"] for h in history] == [64, 128, 192]
     assert history[-1]["charts/episodes"] > 0 and history[-1]["charts/SPS"] > 0
-    assert learner.num_updates == 3
+    assert trainer.learners["main"].learner.num_updates == 3
 
 
 def test_missing_final_obs_on_truncation_raises() -> None:
@@ -161,8 +175,9 @@ def test_missing_final_obs_on_truncation_raises() -> None:
             return obs, r, te, tr, {}
 
     env = NoFinalObs(4, spaces.Box(0, 1, (2,), np.float32), p_term=0.0, p_trunc=1.0)
+    learner = PPO(env.single_observation_space, env.single_action_space, _cfg(num_steps=4))
     with pytest.raises(ValueError, match="final_obs"):
-        train_on_vector_env(env, _cfg(num_steps=4), total_timesteps=16)
+        collect(env, learner, 4)
 
 
 def test_final_obs_rows_accepts_gymnasium_object_arrays() -> None:
@@ -187,7 +202,9 @@ def test_runs_on_a_gymnasium_vector_env() -> None:
         vectorization_mode="sync",
         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
     )
-    history = train_on_vector_env(envs, _cfg(num_steps=16), total_timesteps=2 * 16 * 4)
+    cfg = _cfg(num_steps=16)
+    learner = PPO(envs.single_observation_space, envs.single_action_space, cfg, seed=0)
+    history = train_learner(envs, learner, total_timesteps=2 * 16 * 4)
     assert len(history) == 2 and history[-1]["charts/episodes"] > 0
 
 

@@ -1,7 +1,9 @@
-"""The rollout loop on gymnasium-style batches: SingleAgentBatch and train_on_vector_env."""
+"""The rollout loop on gymnasium-style batches: SingleAgentBatch, alone and as a trainer env
+source."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,8 +13,9 @@ from gymnasium import spaces
 
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.networks.models import NetworkConfig
-from marlgrid.agents.training.rollout import SingleAgentBatch, train_on_vector_env
-from tests.agents.conftest import collect
+from marlgrid.agents.training.env_sources import register_env_source
+from marlgrid.agents.training.rollout import SingleAgentBatch
+from tests.agents.conftest import collect, train_run
 from tests.toy_envs import CueMemoryEnv
 
 SMALL = NetworkConfig(hidden_size=8, trunk_sizes=(8,), head_sizes=(8,))
@@ -105,35 +108,34 @@ def test_rollout_records_episodes_and_truncation_bootstraps() -> None:
             torch.testing.assert_close(buf.trunc_values[t, 1:2], value, atol=1e-6, rtol=1e-5)
 
 
-def test_train_on_vector_env_trains_the_learner_it_is_given() -> None:
+register_env_source("test-countdown", lambda name, n, settings: SingleAgentBatch(CountdownEnv()))
+register_env_source("test-cue", lambda name, n, settings: SingleAgentBatch(CueMemoryEnv(n)))
+
+
+def test_the_trainer_trains_on_a_single_agent_batch(tmp_path: Path) -> None:
     cfg = PPOConfig(network=SMALL, num_steps=12, chunk_len=4, kl_target=None)
-    env = CountdownEnv()
-    learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=5)
-    before = [p.detach().clone() for p in learner.net.parameters()]
-    history = train_on_vector_env(env, learner, total_timesteps=2 * 12 * 3)
+    trainer, history = train_run(tmp_path, "test-countdown:v0", 3, cfg, total=2 * 12 * 3)
+    learner = trainer.learners["main"].learner
+    assert trainer.vec.possible_agents == ["agent_0"]
     assert len(history) == learner.num_updates == 2
-    assert [h["global_step"] for h in history] == [36.0, 72.0]
-    assert any(not torch.equal(a, p) for a, p in zip(before, learner.net.parameters(), strict=True))
-    # episodes that ended since the previous update: 13 per update (returns 2, 6, 12 per env)
+    assert [h["step"] for h in history] == [36.0, 72.0]
+    # episodes that ended in each update's steps: 13 (returns 2, 6, 12 per env)
     for h in history:
         assert h["charts/episodes"] == 13
         assert h["charts/episodic_return"] == pytest.approx(72 / 13)
         assert h["charts/episodic_length"] == pytest.approx(36 / 13)
-    assert history[0]["charts/learning_rate"] == pytest.approx(cfg.lr * 0.5)  # progress 36 / 72
+    assert history[1]["charts/learning_rate"] == pytest.approx(cfg.lr * 0.5)  # progress 1 / 2
 
 
-def test_train_on_vector_env_builds_a_seeded_learner_from_a_config() -> None:
-    """A config is built into a learner seeded with ``seed``: the same run as that learner."""
+def test_the_trainer_seeds_the_learner_and_envs_it_builds(tmp_path: Path) -> None:
     cfg = PPOConfig(network=SMALL, num_steps=8, chunk_len=4)
 
     def losses(history: list[dict[str, float]]) -> list[float]:
         return [h[k] for h in history for k in ("losses/policy_loss", "losses/value_loss")]
 
-    from_cfg = train_on_vector_env(CueMemoryEnv(4), cfg, total_timesteps=64, seed=7)
-    env = CueMemoryEnv(4)
-    learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=7)
-    given = train_on_vector_env(env, learner, total_timesteps=64, seed=7)
-    other = train_on_vector_env(CueMemoryEnv(4), cfg, total_timesteps=64, seed=8)
-    assert len(from_cfg) == len(given) == 2
-    assert losses(from_cfg) == losses(given)
-    assert losses(from_cfg) != losses(other)
+    first = train_run(tmp_path / "a", "test-cue:v0", 4, cfg, total=64, seed=7)[1]
+    again = train_run(tmp_path / "b", "test-cue:v0", 4, cfg, total=64, seed=7)[1]
+    other = train_run(tmp_path / "c", "test-cue:v0", 4, cfg, total=64, seed=8)[1]
+    assert len(first) == len(again) == 2
+    assert losses(first) == losses(again)
+    assert losses(first) != losses(other)

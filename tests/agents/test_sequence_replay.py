@@ -18,6 +18,7 @@ from marlgrid.agents.learner import Step
 from marlgrid.agents.networks.models import NetworkConfig, Torso
 from marlgrid.agents.returns import n_step_returns
 from marlgrid.agents.storage.sequence_replay import SequenceReplay, sequence_priority
+from marlgrid.agents.storage.state_refresh import refresh_states
 
 torch.set_num_threads(1)
 
@@ -347,10 +348,10 @@ def test_refresh_recomputes_stored_states_and_reports_staleness() -> None:
     def unroll_with(torso: Torso):
         return lambda obs, s, r: torso.chunk_unroll(obs, s, r, replay.period).final
 
-    same = replay.refresh(unroll_with(old))  # the actor's own network: nothing changes
+    same = refresh_states(replay, unroll_with(old))  # the actor's own network: nothing changes
     assert same["count"] > 20 and same["cos"] == pytest.approx(1.0, abs=1e-5)
     assert same["mse"] < 1e-10
-    stale = replay.refresh(unroll_with(new))
+    stale = refresh_states(replay, unroll_with(new))
     assert stale["cos"] < 0.99 and stale["mse"] > 1e-4
     # every refreshed state equals the new network run over the episode from its start
     ids = replay.sequence_ids()

@@ -19,9 +19,8 @@ from marlgrid.agents.memory.trxl import GTrXLCore, TrXLCore
 from marlgrid.agents.memory.trxl_blocks import GRUGate, Positions
 from marlgrid.agents.networks.models import NetworkConfig
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
-from marlgrid.agents.training.rollout import train_on_vector_env
 from marlgrid.config import ConfigError
-from tests.agents.conftest import collect
+from tests.agents.conftest import collect, train_learner
 from tests.toy_envs import CueMemoryEnv, RandomEpisodesEnv
 
 F, D = 4, 6
@@ -364,7 +363,7 @@ def test_ppo_updates_with_trxl(memory: str) -> None:
     env = CueMemoryEnv(8)
     learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=0)
     before = [p.detach().clone() for p in learner.net.parameters()]
-    history = train_on_vector_env(env, learner, total_timesteps=2 * 20 * 8, seed=0)
+    history = train_learner(env, learner, total_timesteps=2 * 20 * 8, seed=0)
     assert learner.num_updates == len(history) == 2
     for m in history:
         assert m["charts/minibatches"] == 16 and m["charts/refreshes"] == 15
@@ -383,7 +382,7 @@ def test_ppo_trxl_learns_cue_memory() -> None:
     cfg = PPOConfig(network=net, num_steps=32, lr=3e-3)
     env = CueMemoryEnv(16, min_delay=3, max_delay=6)
     learner = PPO(env.single_observation_space, env.single_action_space, cfg, seed=0)
-    history = train_on_vector_env(env, learner, total_timesteps=14_000, seed=0)
+    history = train_learner(env, learner, total_timesteps=14_000, seed=0)
     final = float(np.mean([h["charts/episodic_return"] for h in history[-5:]]))
     assert final > 0.9, final
     greedy_env = CueMemoryEnv(32, min_delay=3, max_delay=6)

@@ -29,9 +29,11 @@ from gymnasium import spaces
 from torch import Tensor
 
 from marlgrid.agents.arrays import Obs, obs_index
+from marlgrid.agents.devices import check_device
 from marlgrid.agents.learner import Action, Step, register_learner
-from marlgrid.agents.networks.models import NetworkConfig, QNetwork
-from marlgrid.agents.optim import FlatGrads, linear_schedule, make_optimizer
+from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
+from marlgrid.agents.networks.models import QNetwork
+from marlgrid.agents.optim import OPTIMIZERS, FlatGrads, linear_schedule, make_optimizer
 from marlgrid.agents.returns import (
     bootstrap_values,
     inverse_value_rescale,
@@ -43,6 +45,13 @@ from marlgrid.agents.storage.sequence_replay import (
     SequenceSample,
     sequence_priority,
 )
+from marlgrid.agents.storage.state_refresh import refresh_states
+from marlgrid.config import ConfigError, check_bool, check_choice, check_float, check_int
+
+#: ``DRQNConfig.exploration``: epsilon-greedy or Boltzmann sampling
+EXPLORATIONS = ("epsilon", "boltzmann")
+#: env steps per env in one trainer iteration of a DRQN run (part of its checkpoints' identity)
+STEPS_PER_ITERATION = 64
 
 
 @dataclass
@@ -95,10 +104,46 @@ class DRQNConfig:
     device: str = "cpu"  # torch device
 
     def validate(self, key: str = "agent", num_slots: int | None = None) -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value."""
-        from marlgrid.agents.config_checks import check_drqn_config
+        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value;
+        with ``num_slots`` (env copies times the agents it drives), also check that the replay
+        holds a sequence per slot."""
+        check_learner_header(self, key)
+        if self.network.extra_heads:
+            raise ConfigError(
+                f"{key}.network.extra_heads must be empty for DRQN (its Q network builds no "
+                f"extra heads; PPO's actor-critic does), got {dict(self.network.extra_heads)!r}"
+            )
+        for name in ("dueling", "double_q", "uniform", "value_rescale", "checkpoint_replay"):
+            check_bool(f"{key}.{name}", getattr(self, name))
+        for name in ("gamma", "eta", "beta0", "eps_start", "eps_end", "eps_fraction"):
+            check_float(f"{key}.{name}", getattr(self, name), 0.0, 1.0)
+        for name in ("lr", "optimizer_eps", "max_grad_norm", "priority_eps", "alpha"):
+            check_float(f"{key}.{name}", getattr(self, name), low=0.0, low_open=True)
+        for name in ("priority_alpha", "huber_delta", "rescale_eps", "apex_alpha"):
+            check_float(f"{key}.{name}", getattr(self, name), low=0.0)
+        check_float(f"{key}.tau", self.tau, 0.0, 1.0, low_open=True)
+        for name in ("n_step", "seq_len", "buffer_size", "batch_size", "train_freq",
+                     "gradient_steps", "target_update_period"):  # fmt: skip
+            check_int(f"{key}.{name}", getattr(self, name), low=1)
+        for name in ("max_sequences", "learning_starts", "refresh_every"):
+            check_int(f"{key}.{name}", getattr(self, name), low=0)
+        check_int(f"{key}.burn_in", self.burn_in, 0, self.seq_len - 1)
+        check_int(f"{key}.overlap", self.overlap, 0, self.seq_len - 1)
+        check_choice(f"{key}.is_norm", self.is_norm, ("buffer", "batch"))
+        check_choice(f"{key}.optimizer", self.optimizer, OPTIMIZERS)
+        check_choice(f"{key}.exploration", self.exploration, EXPLORATIONS)
+        check_device(f"{key}.device", self.device)
+        if num_slots is not None and self.buffer_size < num_slots * self.seq_len:
+            raise ConfigError(
+                f"{key}.buffer_size must hold one sequence per slot, >= num_slots * seq_len = "
+                f"{num_slots} * {self.seq_len} = {num_slots * self.seq_len}, "
+                f"got {self.buffer_size}"
+            )
 
-        check_drqn_config(self, key, num_slots)
+    def steps_per_iteration(self) -> int:
+        """Env steps per env in one trainer iteration (between logs and checkpoints):
+        :data:`STEPS_PER_ITERATION`, as DRQN runs always had (updates follow ``train_freq``)."""
+        return STEPS_PER_ITERATION
 
 
 def r2d2_config(**overrides: Any) -> DRQNConfig:
@@ -140,7 +185,11 @@ def _cols(obs: Obs, rows: slice, cols: Tensor) -> Obs:
 
 
 class DRQN:
-    """The DRQN learner (see the module docstring); built as ``DRQN(obs_space, act_space, cfg)``."""
+    """The DRQN learner (see the module docstring); built as ``DRQN(obs_space, act_space, cfg)``.
+
+    ``cfg`` is used as given: :meth:`DRQNConfig.validate` checks it (the trainer does, once,
+    before it builds anything; call it when building a learner yourself).
+    """
 
     def __init__(
         self,
@@ -150,10 +199,6 @@ class DRQN:
         seed: int = 0,
     ) -> None:
         self.cfg = cfg = cfg or DRQNConfig()
-        if cfg.exploration not in ("epsilon", "boltzmann"):
-            raise ValueError(
-                f"exploration must be 'epsilon' or 'boltzmann', got {cfg.exploration!r}"
-            )
         self.observation_space, self.action_space = observation_space, action_space
         self.device = torch.device(cfg.device)
         with torch.random.fork_rng(devices=[]):
@@ -343,7 +388,7 @@ class DRQN:
         def unroll(obs: Obs, state: Tensor, resets: Tensor) -> Tensor:
             return torso.chunk_unroll(obs, state, resets, period).final
 
-        s = self.replay.refresh(unroll, self.device)
+        s = refresh_states(self.replay, unroll, self.device)
         if not s["count"]:  # no stored state follows another one yet
             return {}
         return {"charts/staleness_cos": s["cos"], "charts/staleness_mse": s["mse"]}
@@ -370,6 +415,13 @@ class DRQN:
             "num_slots": self.replay.num_slots if self.replay is not None else 0,
             "replay": self.replay.state_dict() if save_replay else None,
         }
+
+    @staticmethod
+    def acting_state(state: Mapping[str, Any]) -> dict[str, Any]:
+        """``state`` without what only training needs (optimizer; the replay is emptied)."""
+        out = {k: v for k, v in state.items() if k != "optimizer"}
+        out["replay"] = None
+        return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved; without a saved replay the replay starts empty

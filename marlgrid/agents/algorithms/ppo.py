@@ -2,14 +2,30 @@
 
 Reads top to bottom:
 
-1. :class:`PPOConfig`, the hyperparameters (the network's are a nested
-   :class:`~marlgrid.agents.networks.NetworkConfig`);
-2. :func:`ppo_loss`, pure math tested against hand computations (GAE is in
+1. :func:`ppo_loss`, pure math tested against hand computations (GAE is in
    :mod:`marlgrid.agents.returns`);
-3. :class:`PPO`, the learner (:class:`~marlgrid.agents.learner.Learner` protocol): ``act``,
+2. :class:`PPO`, the learner (:class:`~marlgrid.agents.learner.Learner` protocol): ``act``,
    ``record`` into its :class:`~marlgrid.agents.storage.rollout_buffer.RolloutBuffer`, ``ready``
    when the rollout is full, ``update`` (minibatches of trajectory chunks, hidden-state refreshing,
    KL early stopping, optional hard KL limit with rollback) and checkpoints.
+
+The hyperparameters, :class:`PPOConfig` (the network's are a nested
+:class:`~marlgrid.agents.networks.NetworkConfig`), live in :mod:`.ppo_config` with their checks.
+
+Extension points. The network is built by name (``PPOConfig.network_kind``, default
+``"actor_critic"``; :mod:`marlgrid.agents.networks.registry`, also for extra heads), and the
+loss of a minibatch (:meth:`PPO.minibatch_loss`) is :func:`ppo_loss` plus ``coef * term`` for
+each of ``PPOConfig.loss_terms`` (:mod:`marlgrid.agents.algorithms.losses`). Without terms it is
+exactly the PPO loss, with no extra forward pass. An auxiliary loss is then one class::
+
+    class FeatureL2:  # an L2 penalty on the torso features
+        def __init__(self, net):
+            pass
+        def __call__(self, batch, output):
+            return output.features[batch.mask].square().mean(), {}
+
+    register_loss_term("feature_l2", FeatureL2)
+    PPOConfig(loss_terms=[{"name": "feature_l2", "coef": 1e-3}])  # logs losses/feature_l2
 
 Conventions. A batch slot ``b`` is one environment (or one (env, agent) pair). ``resets[t, b]``
 marks that the observation at step ``t`` starts an episode; the memory core then resets that
@@ -24,7 +40,6 @@ import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,10 +47,13 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from marlgrid.agents.algorithms.losses import MiniBatch, build_loss_terms
+from marlgrid.agents.algorithms.ppo_config import PPO_LOGS, PPOConfig
 from marlgrid.agents.algorithms.refresh import refresh_rollout
 from marlgrid.agents.arrays import Obs, obs_index
 from marlgrid.agents.learner import Action, Step, register_learner
-from marlgrid.agents.networks.models import ActorCritic, NetworkConfig
+from marlgrid.agents.networks.protocols import PolicyValueNet
+from marlgrid.agents.networks.registry import make_network
 from marlgrid.agents.optim import FlatGrads, linear_schedule, make_optimizer, set_lr
 from marlgrid.agents.returns import compute_gae
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
@@ -43,52 +61,7 @@ from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 __all__ = ["PPO", "PPOConfig", "RolloutBuffer", "compute_gae", "explained_variance", "ppo_loss"]
 
 # --------------------------------------------------------------------------------------------------
-# 1. Configuration
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PPOConfig:
-    """Hyperparameters of recurrent PPO (one line of doc per field)."""
-
-    algo: str = "ppo"  # the learner registry entry this config builds
-    network: NetworkConfig = field(default_factory=NetworkConfig)  # torso and heads
-    # optimisation
-    lr: float = 3e-4  # Adam learning rate at the start of training
-    anneal_lr: bool = True  # decay the learning rate linearly from lr to lr_final over training
-    lr_final: float = 0.0  # learning rate at the end of training when anneal_lr is set
-    adam_eps: float = 1e-5  # Adam epsilon
-    max_grad_norm: float = 0.5  # global gradient-norm clip
-    # returns and advantages
-    gamma: float = 0.99  # discount factor
-    gae_lambda: float = 0.95  # GAE lambda
-    norm_adv: bool = True  # normalise advantages per minibatch (over non-padding steps)
-    # PPO loss
-    clip_coef: float = 0.2  # surrogate clipping range (also the value clipping range)
-    clip_vloss: bool = True  # clip the value loss around the stored (rollout/refreshed) values
-    vf_coef: float = 0.5  # value-loss weight
-    ent_coef: float = 0.01  # entropy-bonus weight at the start of training
-    ent_coef_final: float | None = None  # entropy weight at the end (linear); None keeps ent_coef
-    # rollout and minibatches
-    num_steps: int = 128  # rollout length per batch slot (T): the learner updates every T steps
-    update_epochs: int = 4  # passes over the rollout per update
-    chunk_len: int = 8  # length of the trajectory chunks minibatches are made of (BPTT length)
-    num_minibatches: int = 4  # minibatches per epoch (chunks are split evenly between them)
-    refresh_interval: int = 2  # refresh stored states/values/advantages every N minibatches; 0=off
-    kl_target: float | None = 0.01  # end the epoch when a minibatch's approx KL > 1.5 * kl_target
-    kl_hard_limit: float | None = None  # roll back the whole update if its batch KL exceeds this
-    device: str = "cpu"  # torch device
-
-    def validate(self, key: str = "agent", num_slots: int | None = None) -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value
-        (:func:`~marlgrid.agents.config_checks.check_ppo_config`)."""
-        from marlgrid.agents.config_checks import check_ppo_config
-
-        check_ppo_config(self, key, num_slots)
-
-
-# --------------------------------------------------------------------------------------------------
-# 2. Loss
+# 1. Loss
 # --------------------------------------------------------------------------------------------------
 
 
@@ -165,12 +138,14 @@ def explained_variance(pred: Tensor, target: Tensor) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
-# 3. Learner
+# 2. Learner
 # --------------------------------------------------------------------------------------------------
 
 
 class PPO:
-    """Recurrent PPO learner around an :class:`ActorCritic`.
+    """Recurrent PPO learner around a network built by name (``cfg.network_kind``: by default
+    an :class:`~marlgrid.agents.networks.models.ActorCritic`; any
+    :class:`~marlgrid.agents.networks.protocols.PolicyValueNet`).
 
     Minibatches are trajectory chunks: the T axis is cut into ``ceil(T / chunk_len)`` chunks per
     batch slot (the last one padded and masked), and each epoch deals the shuffled chunks into
@@ -184,6 +159,9 @@ class PPO:
 
     Speed (CPU): acting runs in ``torch.inference_mode``; an update gathers each minibatch with
     a few index ops, zeroes and clips all gradients as one flat tensor and steps a fused Adam.
+
+    ``cfg`` is used as given: :meth:`PPOConfig.validate` checks it (the trainer does, once,
+    before it builds anything; call it when building a learner yourself).
     """
 
     def __init__(
@@ -198,8 +176,12 @@ class PPO:
         self.device = torch.device(cfg.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.net = ActorCritic(observation_space, action_space, cfg.network)
+            self.net: PolicyValueNet = make_network(
+                cfg.network_kind, observation_space, action_space, cfg.network, "network_kind"
+            )
         self.net.to(self.device)
+        #: the configured loss terms (name, coef, term), added to the PPO loss in order
+        self.loss_terms = build_loss_terms(cfg.loss_terms, self.net, "loss_terms", PPO_LOGS)
         self.action_start = self.net.action_start
         self.optimizer = make_optimizer(self.net.parameters(), "adam", cfg.lr, cfg.adam_eps)
         self.grads = FlatGrads(self.net)
@@ -293,13 +275,65 @@ class PPO:
         logratio = new_logp - buffer.logp
         return float(((logratio.exp() - 1.0) - logratio).mean())
 
+    def minibatch(
+        self, buffer: RolloutBuffer, ids: Tensor, per_step: Tensor | None = None
+    ) -> MiniBatch:
+        """The trajectory chunks ``ids`` (``chunk * B + slot``) of ``buffer`` as a minibatch:
+        ``chunk_len`` steps each from their stored start state, the last chunk of a slot padded
+        (masked) past ``T``; advantages normalised over the mask with ``cfg.norm_adv``.
+        ``per_step`` is :func:`_per_step` of ``buffer`` (built here when not given)."""
+        T, B, L = buffer.num_steps, buffer.num_envs, self.cfg.chunk_len
+        per_step = _per_step(buffer) if per_step is None else per_step
+        c, b = ids // B, ids % B
+        t = c * L + torch.arange(L, device=ids.device).unsqueeze(1)  # (L, N) time index
+        mask = (t < T) & buffer.valid[t.clamp(max=T - 1), b]
+        t = t.clamp(max=T - 1)
+        old_logp, old_values, returns, adv = per_step[t, b].unbind(-1)
+        if self.cfg.norm_adv:
+            a = adv[mask]
+            if a.numel() > 1:
+                adv = (adv - a.mean()) / (a.std() + 1e-8)
+        start = buffer.states[c * (L // buffer.state_stride), b]
+        obs, actions = obs_index(buffer.obs, (t, b)), buffer.actions[t, b]
+        return MiniBatch(
+            obs, actions, buffer.resets[t, b], mask, start, old_logp, old_values, returns, adv,
+            t, b, buffer,
+        )  # fmt: skip
+
+    def minibatch_loss(
+        self, batch: MiniBatch, ent_coef: float | None = None
+    ) -> tuple[Tensor, dict[str, Tensor | float]]:
+        """The loss of one minibatch and its logs: :func:`ppo_loss` (``ent_coef`` defaults to
+        ``cfg.ent_coef``) plus ``coef * loss`` of each configured loss term, in order, all from
+        one forward pass (:meth:`output <PolicyValueNet.output>`). Logs: ``ppo_loss``'s terms,
+        each loss term's loss (before its coefficient) under its name and its logs under
+        ``<name>/<key>``."""
+        cfg, net = self.cfg, self.net
+        out = net.output(batch.obs, batch.start_state, batch.resets, batch.actions)
+        new_logp, entropy = net.log_prob_entropy(out.logits, batch.actions)
+        loss, ppo_logs = ppo_loss(
+            new_logp, batch.old_logp, batch.advantages, out.values, batch.old_values,
+            batch.returns, entropy, batch.mask, cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef,
+            cfg.ent_coef if ent_coef is None else ent_coef,
+        )  # fmt: skip
+        logs: dict[str, Tensor | float] = dict(ppo_logs)
+        for name, coef, term in self.loss_terms:
+            term_loss, term_logs = term(batch, out)
+            loss = loss + coef * term_loss
+            logs[name] = term_loss.detach()
+            for k, v in term_logs.items():
+                logs[f"{name}/{k}"] = v.detach() if isinstance(v, Tensor) else float(v)
+        return loss, logs
+
     def update(
         self, progress: float = 0.0, buffer: RolloutBuffer | None = None
     ) -> dict[str, float]:
         """Run PPO epochs on a finished buffer (default: the learner's own); ``progress`` in [0, 1]
         drives the schedules.
 
-        Returns ``losses/*`` (means over the minibatches evaluated) and ``charts/*`` metrics:
+        Each minibatch (:meth:`minibatch`) is stepped on :meth:`minibatch_loss`. Returns
+        ``losses/*`` (means over the minibatches evaluated; a loss term's as
+        ``losses/<name>`` and ``losses/<name>/<key>``) and ``charts/*`` metrics:
         learning rate, entropy coefficient, minibatches stepped, early stops, rollback flag,
         refreshes, staleness (means over this update's refreshes; NaN without refresh) and times.
         """
@@ -323,11 +357,9 @@ class PPO:
                 f"{buffer.state_stride} (chunks start from stored states)"
             )
         n_chunks, n_mb = -(-T // L), min(cfg.num_minibatches, -(-T // L) * B)
-        chunk_state = L // buffer.state_stride  # stored states per chunk
-        steps = torch.arange(L, device=self.device).unsqueeze(1)  # (L, 1)
         total_mb = cfg.update_epochs * n_mb
         per_step = _per_step(buffer)  # floats every minibatch reads (rebuilt on refresh)
-        terms_log: list[dict[str, Tensor]] = []
+        terms_log: list[dict[str, Tensor | float]] = []
         staleness: list[dict[str, float]] = []
         grad_norms: list[Tensor] = []
         refresh_time = 0.0
@@ -335,22 +367,7 @@ class PPO:
         for _epoch in range(cfg.update_epochs):
             perm = torch.randperm(n_chunks * B, generator=self.generator, device=self.device)
             for ids in perm.tensor_split(n_mb):
-                c, b = ids // B, ids % B
-                t = c * L + steps  # (L, N) time index of each chunk step
-                mask = (t < T) & buffer.valid[t.clamp(max=T - 1), b]
-                t = t.clamp(max=T - 1)
-                obs, start = obs_index(buffer.obs, (t, b)), buffer.states[c * chunk_state, b]
-                logits, new_values = net.evaluate(obs, start, buffer.resets[t, b])
-                new_logp, entropy = net.log_prob_entropy(logits, buffer.actions[t, b])
-                old_logp, old_values, returns, adv = per_step[t, b].unbind(-1)
-                if cfg.norm_adv:
-                    a = adv[mask]
-                    if a.numel() > 1:
-                        adv = (adv - a.mean()) / (a.std() + 1e-8)
-                loss, terms = ppo_loss(
-                    new_logp, old_logp, adv, new_values, old_values, returns, entropy, mask,
-                    cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef, ent_coef,
-                )  # fmt: skip
+                loss, terms = self.minibatch_loss(self.minibatch(buffer, ids, per_step), ent_coef)
                 terms_log.append(terms)
                 if cfg.kl_target is not None and float(terms["approx_kl"]) > 1.5 * cfg.kl_target:
                     early_stops += 1
@@ -408,6 +425,11 @@ class PPO:
             "num_refreshes": self.num_refreshes,
             "config": dataclasses.asdict(self.cfg),
         }
+
+    @staticmethod
+    def acting_state(state: Mapping[str, Any]) -> dict[str, Any]:
+        """``state`` without what only training needs (the optimizer)."""
+        return {k: v for k, v in state.items() if k != "optimizer"}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved (the config entry is informational)."""

@@ -6,14 +6,14 @@ from __future__ import annotations
 import torch
 
 from marlgrid.agents.arrays import obs_unsqueeze
-from marlgrid.agents.networks.models import ActorCritic
+from marlgrid.agents.networks.protocols import ValueNet
 from marlgrid.agents.staleness import state_staleness
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 
 
 @torch.inference_mode()
 def refresh_rollout(
-    net: ActorCritic,
+    net: ValueNet,
     buffer: RolloutBuffer,
     gamma: float,
     lam: float,

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,8 +36,7 @@ from gymnasium import spaces
 from numba import njit
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from marlgrid.agents.networks.models import NetworkConfig
+from marlgrid.agents.networks.config import SYMBOLIC_ENCODERS, NetworkConfig
 
 
 def init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
@@ -323,10 +321,6 @@ def image_kind(space: spaces.Box, cfg: NetworkConfig) -> str:
     if space.dtype != np.uint8 or space.shape[-1] != 3:
         return "onehot"
     return "pixels" if space.shape[0] > 16 else "symbolic"
-
-
-#: symbolic encoders by ``NetworkConfig.symbolic_encoder``
-SYMBOLIC_ENCODERS = ("conv", "bag")
 
 
 def symbolic_encoder(space: spaces.Box, cfg: NetworkConfig) -> Encoder:

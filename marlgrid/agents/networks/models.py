@@ -2,7 +2,10 @@
 
 The :class:`Torso` turns observation sequences ``(T, B, ...)`` into one feature per step
 ``(T, B, H)``; heads sit on it: :class:`ActorCritic` (policy logits and a value), :class:`QNetwork`
-(action values, optionally dueling). An auxiliary prediction head would read the same output.
+(action values, optionally dueling). Extra heads (e.g. an auxiliary prediction reading
+``(feature, one-hot action)``) are named in ``NetworkConfig.extra_heads`` and built from a registry,
+and the network class a learner builds is chosen by name (``register_network``): both extension
+points, with an example, are in :mod:`marlgrid.agents.networks.registry`.
 Sequences are time-major; observations may be a tensor or a dict of tensors. The memory state is
 one tensor ``(B, state_size)`` that the core resets itself where ``resets`` says an episode starts
 (:mod:`marlgrid.agents.memory`).
@@ -19,8 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,7 +30,10 @@ from torch import Tensor, nn
 
 from marlgrid.agents.arrays import Obs, obs_flatten_time, obs_unsqueeze
 from marlgrid.agents.memory import ChunkPass, MemoryCore, make_memory
+from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.encoders import make_encoder, mlp
+from marlgrid.agents.networks.heads import build_heads
+from marlgrid.agents.networks.registry import NetOutput, register_network
 
 __all__ = [
     "ActorCritic",
@@ -41,36 +45,10 @@ __all__ = [
     "env_actions",
     "log_prob_entropy",
     "multi_log_prob_entropy",
+    "one_hot_actions",
     "ravel_actions",
     "unravel_actions",
 ]
-
-
-@dataclass
-class NetworkConfig:
-    """Architecture of a :class:`Torso` and its heads."""
-
-    memory: str = "lstm"  # memory core (a name registered in marlgrid.agents.memory)
-    memory_kwargs: dict[str, Any] = field(default_factory=dict)  # the core's own options
-    hidden_size: int = 128  # memory core width (output size of 'none')
-    trunk_sizes: tuple[int, ...] = (128,)  # MLP between encoder and memory core
-    head_sizes: tuple[int, ...] = (64,)  # hidden layers of each head
-    conv_channels: tuple[int, ...] = (32, 32)  # conv layers applied on the cell grid
-    conv_kernel: int = 3  # kernel size of those conv layers
-    conv_padding: int = 1  # zero padding of those conv layers (1 keeps a 3x3 conv's grid size)
-    embed_dim: int = 8  # embedding width per symbolic channel (type, color, state)
-    symbolic_encoder: str = "conv"  # symbolic views: 'conv' (embeddings + convs) or 'bag'
-    bag_dim: int = 128  # output width of the 'bag' encoder (a sum of per-cell embeddings)
-    symbolic_vocab: tuple[int, int, int] = (16, 32, 8)  # minimum table sizes (type, color, state)
-    tile_size: int = 8  # pixels per cell for pixel observations
-    image_mode: str = "auto"  # 'auto', 'symbolic', 'pixels' or 'onehot'
-
-    def validate(self, key: str = "network") -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value
-        (:func:`~marlgrid.agents.config_checks.check_network_config`)."""
-        from marlgrid.agents.config_checks import check_network_config
-
-        check_network_config(self, key)
 
 
 def _discrete_actions(action_space: spaces.Space) -> tuple[int, int]:
@@ -120,6 +98,18 @@ def ravel_actions(branches: Tensor, nvec: Sequence[int]) -> Tensor:
     :func:`unravel_actions`)."""
     strides = torch.tensor(_strides(nvec), device=branches.device)
     return (branches.long() * strides).sum(-1)
+
+
+def one_hot_actions(actions: Tensor, action_space: spaces.Space) -> Tensor:
+    """Action indices ``(...,)`` -> float one-hots ``(..., one_hot_size(action_space))``: one
+    block of ``n`` for ``Discrete(n)``, one block per branch for ``MultiDiscrete(nvec)`` (what an
+    extra head reads, see :mod:`marlgrid.agents.networks.registry`)."""
+    nvec = action_branches(action_space)
+    if nvec is None:
+        return nn.functional.one_hot(actions.long(), int(action_space.n)).float()  # type: ignore[attr-defined]
+    branches = unravel_actions(actions, nvec)
+    parts = [nn.functional.one_hot(branches[..., i], n) for i, n in enumerate(nvec)]
+    return torch.cat(parts, -1).float()
 
 
 def env_actions(index: np.ndarray, action_space: spaces.Space) -> np.ndarray:
@@ -246,6 +236,10 @@ class ActorCritic(nn.Module):
         H = self.torso.output_size
         self.policy_head, _ = mlp(H, cfg.head_sizes, num_logits, out_gain=0.01)
         self.value_head, _ = mlp(H, cfg.head_sizes, 1, out_gain=1.0)
+        self.action_space = action_space
+        #: the extra heads of ``cfg.extra_heads`` by name (built after the others, so a network
+        #: without any initialises as before)
+        self.extra_heads = build_heads(getattr(cfg, "extra_heads", {}), H, action_space)
 
     @property
     def memory(self) -> MemoryCore:
@@ -283,6 +277,21 @@ class ActorCritic(nn.Module):
         logits, values = self.heads(self.torso.outputs(obs, state, resets))
         assert logits is not None
         return logits, values
+
+    def output(
+        self, obs: Obs, state: Tensor, resets: Tensor, actions: Tensor | None = None
+    ) -> NetOutput:
+        """Torso features, logits, values and the extra heads' outputs of sequences, by the
+        core's fastest path (training); the extra heads read ``(features, one-hot actions)``
+        (the one-hot is ``None`` without ``actions``; nothing more is computed without heads)."""
+        features = self.torso.outputs(obs, state, resets)
+        logits, values = self.heads(features)
+        assert logits is not None
+        extras: dict[str, Tensor] = {}
+        if len(self.extra_heads):
+            onehot = None if actions is None else one_hot_actions(actions, self.action_space)
+            extras = {name: head(features, onehot) for name, head in self.extra_heads.items()}
+        return NetOutput(features, logits, values, extras)
 
     def step(
         self, obs: Obs, state: Tensor, resets: Tensor | None = None
@@ -382,3 +391,6 @@ class QNetwork(nn.Module):
         """One step for a batch ``(B, ...)`` -> ``(q (B, A), new_state)``."""
         out, state = self.torso.step(obs, state, resets)
         return self.head(out), state
+
+
+register_network("actor_critic", ActorCritic)

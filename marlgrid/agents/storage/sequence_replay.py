@@ -40,7 +40,6 @@ the ring, one per truncated episode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -366,20 +365,6 @@ class SequenceReplay:
     def update_priorities(self, indices: Any, priorities: Any) -> None:
         """Raw priorities of sampled sequences (those dropped since are ignored)."""
         self.sampler.update(_numpy(indices), _numpy(priorities))
-
-    # -- stored-state refresh ----------------------------------------------------------------
-
-    def refresh(
-        self,
-        unroll: Callable[[Obs, Tensor, Tensor], Tensor],
-        device: torch.device | str = "cpu",
-        batch_size: int = 4096,
-    ) -> dict[str, float]:
-        """Recompute every stored state with the current network
-        (:func:`~marlgrid.agents.storage.state_refresh.refresh_states`)."""
-        from marlgrid.agents.storage.state_refresh import refresh_states
-
-        return refresh_states(self, unroll, device, batch_size)
 
     # -- checkpoints -------------------------------------------------------------------------
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from marlgrid.agents.learner import LEARNERS, load_builtin_learners
+from marlgrid.agents.training.run_dir import replace_atomically
 
 #: 3: networks are a torso (encoder, trunk, core) plus heads, and every learner saves its own
 #: config (format 2 named the parameters differently; format 1 flattened image features channel
@@ -50,23 +51,23 @@ def save_checkpoint(
 def write_atomically(target: Path, payload: dict[str, Any]) -> Path:
     """``torch.save`` ``payload`` (with the format number) to ``target`` through a temporary
     file in the same folder, flushed and renamed: ``target`` is never left partly written."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt_", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return replace_atomically(target, lambda f: torch.save({"format": FORMAT, **payload}, f))
 
 
 #: learner-state entries only training needs: an exported policy leaves them out
 TRAINING_ONLY = ("optimizer",)
+
+
+def acting_state(state: dict[str, Any]) -> dict[str, Any]:
+    """What acting needs of a learner's saved state: its learner class's ``acting_state``
+    where it has one (by the ``algo`` of the state's config), else all but ``TRAINING_ONLY``."""
+    algo = state.get("config", {}).get("algo")
+    load_builtin_learners()
+    spec = LEARNERS.get(str(algo))
+    own = getattr(spec.build, "acting_state", None) if spec is not None else None
+    if callable(own):
+        return own(state)
+    return {k: v for k, v in state.items() if k not in TRAINING_ONLY}
 
 
 def export_policies(
@@ -83,12 +84,7 @@ def export_policies(
         raise CheckpointError(
             f"checkpoint {source} holds learners {sorted(found)}; cannot export {missing or names}"
         )
-    policies = {}
-    for name in names:
-        state = {k: v for k, v in found[name].items() if k not in TRAINING_ONLY}
-        if "replay" in state:
-            state["replay"] = None
-        policies[name] = state
+    policies = {name: acting_state(found[name]) for name in names}
     exported = {
         "identity": payload.get("identity", {}),
         "learners": policies,

@@ -15,9 +15,11 @@ A curriculum maps :class:`~marlgrid.rules.Rules` fields to schedules (:class:`Sc
 :class:`CurriculumCallback` sets the values on every env of the run between iterations (each
 env takes a new value at its next reset: a running episode keeps its rules), adds
 ``curriculum/<field>`` (the value new episodes started with during the iteration) to every
-iteration's metrics, and saves its state with the checkpoints, so a resumed run continues the
-schedule, threshold stage included. Evaluation (``eval_every``) and videos play fresh envs
-built from ``env.settings``: the task as configured, not the curriculum's current stage.
+iteration's metrics, and saves its state with the checkpoints (``state_key`` ``curriculum``),
+so a resumed run continues the schedule, threshold stage included. It sets the rules through
+the trainer (``trainer.set_rules``), so every env stream plays the same stage, and evaluation
+(``eval_every``) and videos play the stage training is at (:attr:`Trainer.rules`), not the
+env's defaults.
 """
 
 from __future__ import annotations
@@ -27,16 +29,14 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from marlgrid.agents.training.callbacks import Callback
+from marlgrid.agents.training.view import TrainerView
 from marlgrid.config import ConfigError, check_float, check_int
 from marlgrid.rules import RULE_FIELDS, Rules
-
-if TYPE_CHECKING:
-    from marlgrid.agents.training.trainer import Trainer
 
 MODES = ("linear", "step", "threshold")
 #: rules whose values are floats: the only ones ``linear`` may interpolate
@@ -243,10 +243,16 @@ class CurriculumCallback(Callback):
     values reach the envs as pending rules: each env starts its next episode with them.
     """
 
+    state_key = "curriculum"
+
     def __init__(self, curriculum: Mapping[str, Any]) -> None:
         self.configs = check_curriculum(curriculum)
         self.schedules = {name: build_schedule(c) for name, c in self.configs.items()}
         self.current: dict[str, Any] = {}  # rule -> value set on the envs
+
+    def check(self, trainer: TrainerView) -> None:
+        for vec in getattr(trainer, "stream_envs", [trainer.vec]):
+            self.check_env(vec)
 
     def check_env(self, vec: Any) -> None:
         """Every value of every schedule must fit the env (e.g. ``n_goals`` its layout)."""
@@ -258,21 +264,21 @@ class CurriculumCallback(Callback):
                 except ConfigError as exc:
                     raise ConfigError(f"curriculum.{name} value {value!r}: {exc}") from None
 
-    def _apply(self, trainer: Trainer) -> None:
+    def _apply(self, trainer: TrainerView) -> None:
         changes = {}
         for name, schedule in self.schedules.items():
             value = schedule.value(trainer.global_step)
             if name not in self.current or self.current[name] != value:
                 changes[name] = value
         if changes:
-            trainer.vec.set_rules(**changes)
+            trainer.set_rules(**changes)
             self.current.update(changes)
 
-    def on_training_start(self, trainer: Trainer) -> None:
+    def on_training_start(self, trainer: TrainerView) -> None:
         self.current = {}
         self._apply(trainer)
 
-    def on_rollout_end(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+    def on_rollout_end(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
         for name in self.schedules:
             value = self.current[name]
             metrics[f"curriculum/{name}"] = math.nan if value is None else float(value)

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-import torch
 
 import marlgrid
-from marlgrid.agents.arrays import obs_to_tensor
-from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, slot_obs
-
-if TYPE_CHECKING:
-    from marlgrid.agents.training.trainer import Trainer
+from marlgrid.agents.training.env_sources import is_marlgrid_id, make_env_source
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
+from marlgrid.agents.training.view import TrainerView
+from marlgrid.config import ConfigError
 
 
 def acting_copies(groups: list[PolicyGroup], explore: bool | None = False) -> list[PolicyGroup]:
@@ -43,7 +41,7 @@ def evaluate_groups(
 ) -> np.ndarray:
     """Returns ``(episodes, K)`` of ``episodes`` episodes on fresh envs seeded from ``seed``
     (greedy unless ``explore``; ``None`` keeps each group's own setting)."""
-    vec = marlgrid.make_vec(env_id, min(num_envs, episodes), **settings)
+    vec = make_env_source(env_id, min(num_envs, episodes), settings)  # any env source
     rollout = MultiAgentRollout(vec, acting_copies(groups, explore), scripted, seed=seed)
     returns = np.zeros((0, vec.num_agents))
     while len(returns) < episodes:
@@ -52,16 +50,13 @@ def evaluate_groups(
     return returns[:episodes]
 
 
-def training_settings(trainer: Trainer) -> dict[str, Any]:
+def training_settings(trainer: TrainerView) -> dict[str, Any]:
     """The env settings the trainer's batch plays now: the config's, with the rules a
     curriculum has set (so evaluation and videos see the stage training is at)."""
-    settings = dict(trainer.cfg.env.settings)
-    if trainer.curriculum is not None:
-        settings.update(trainer.curriculum.current)
-    return settings
+    return {**trainer.cfg.env.settings, **trainer.rules}
 
 
-def evaluate(trainer: Trainer, episodes: int, seed: int) -> dict[str, float]:
+def evaluate(trainer: TrainerView, episodes: int, seed: int) -> dict[str, float]:
     """``eval/return`` (mean over the trained agents) and ``eval/return_<agent>``, greedy, under
     the rules training is at."""
     cfg = trainer.cfg
@@ -90,13 +85,12 @@ class GroupPolicy:
         out: dict[str, int] = {}
         for g in self.groups:
             if ended:
-                g.resets = torch.as_tensor([ended.get(a, False) for a in g.agents])
-                g.obs = obs_to_tensor(slot_obs(_batched(obs, self.spaces), g.agents))
+                g.restart(_batched(obs, self.spaces), [ended.get(a, False) for a in g.agents])
             out.update({a: int(x) for a, x in zip(g.agents, g.act()[0], strict=True)})
         return out
 
 
-def record_video(trainer: Trainer, path: Path, seed: int) -> Path | None:
+def record_video(trainer: TrainerView, path: Path, seed: int) -> Path | None:
     """Play one greedy episode of the trainer's groups and scripted policies under the rules
     training is at; write a video."""
     return record_groups_video(
@@ -118,6 +112,8 @@ def record_groups_video(
     from marlgrid.policies import act as scripted_act
     from marlgrid.video import VideoFile
 
+    if not is_marlgrid_id(env_id):
+        raise ConfigError(f"videos need a marlgrid env; {env_id!r} has no renderer")
     env = marlgrid.make(env_id, render_mode="rgb_array", **settings)
     obs, _ = env.reset(seed=seed)
     players = GroupPolicy(groups, env)

@@ -141,7 +141,14 @@ def _tensor_difference(saved: Any, built: Any, prefix: str = "") -> str | None:
 
 def _learner_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> PolicyGroup:
     obs_space, act_space = ctx.spaces(agents, name)
-    learner = build_learner(ctx.configs[name], obs_space, act_space, ctx.seed * 1000 + ctx.index)
+    learner = ctx.shared.get(name)
+    if learner is None:
+        seed = ctx.seed * 1000 + ctx.index
+        try:
+            learner = build_learner(ctx.configs[name], obs_space, act_space, seed)
+        except ConfigError as exc:
+            key = "agent" if name == MAIN else f"learners.{name}"
+            raise ConfigError(f"{key}: {exc}") from None
     return PolicyGroup(name, learner, agents)
 
 
@@ -160,6 +167,7 @@ class _Context:
     vec: Any
     configs: Mapping[str, Any]
     seed: int
+    shared: Mapping[str, Learner]
     index: int = 0
 
     def spaces(self, agents: list[str], name: str) -> tuple[Any, Any]:
@@ -194,12 +202,14 @@ def build_groups(
     vec: Any,
     learner_configs: Mapping[str, Any],
     seed: int,
+    shared: Mapping[str, Learner] | None = None,
 ) -> tuple[list[PolicyGroup], dict[str, Any]]:
     """Policy groups (learners: one network per learner name; frozen: one per agent) and
     scripted policies (per agent).
 
     ``learner_configs`` maps learner names to their configs; the ``i``-th group in sorted
-    ``(kind, name)`` order is seeded with ``seed * 1000 + i``.
+    ``(kind, name)`` order is seeded with ``seed * 1000 + i``. ``shared``: learners already
+    built (by name) that learner groups reuse instead of building their own (env streams).
     """
     keyed: dict[tuple[str, str], list[str]] = {}
     for agent, role in roles.items():
@@ -209,7 +219,7 @@ def build_groups(
         )
     groups: list[PolicyGroup] = []
     scripted: dict[str, Any] = {}
-    ctx = _Context(vec, learner_configs, seed)
+    ctx = _Context(vec, learner_configs, seed, dict(shared or {}))
     for index, ((kind_name, name), agents) in enumerate(sorted(keyed.items())):
         kind, ctx.index = ROLE_KINDS[kind_name], index
         built = kind.build(ctx, name, agents, roles[agents[0]])

@@ -17,15 +17,35 @@ Any gymnasium-style batched env (batch-first arrays, same-step autoreset with
 ``infos["final_obs"]``) runs through :class:`SingleAgentBatch`, which presents it as a one-agent
 :class:`~marlgrid.vector.VectorEnv`.
 
-On a marlgrid ``VectorEnv`` the rollout also tracks the social metrics of
-:mod:`marlgrid.social` per agent per episode (about 20 us per step for 16 envs of 3 agents);
-:meth:`MultiAgentRollout.pop_social_metrics` turns them into ``social/*`` log entries.
+Extension points:
+
+- **Observers** (:class:`StepObserver`) see every step before and after the env steps it (the
+  social metrics of :mod:`marlgrid.agents.training.social_observer` are one); the rollout
+  knows nothing of what they measure.
+- **Teacher signals**: a learner with a ``teachers`` attribute (agent ids) receives those
+  agents' actions and observations in each :class:`~marlgrid.agents.learner.Step`
+  (:attr:`~marlgrid.agents.learner.Step.teachers`); scripted, frozen or learning agents alike.
+- **Recorders**: a group's steps go to its learner's ``record``, or to ``recorder`` when one
+  is set (the trainer joins the groups of one learner in several env streams that way).
+
+An observer, in full::
+
+    class CountRewards:
+        def __init__(self) -> None:
+            self.paid = 0
+
+        def before_step(self, vec, actions) -> None:
+            pass
+
+        def after_step(self, vec, actions, rewards, infos) -> None:
+            self.paid += int((rewards > 0).sum())
+
+    rollout = MultiAgentRollout(vec, groups, scripted, seed=0, observers=[CountRewards()])
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,10 +53,9 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from marlgrid.agents.arrays import Obs, final_obs_rows, obs_to_tensor
-from marlgrid.agents.learner import Learner, Step, build_learner
+from marlgrid.agents.arrays import Obs, final_obs_rows, obs_repeat, obs_to_tensor
+from marlgrid.agents.learner import NO_TEACHERS, Learner, Step, Teacher
 from marlgrid.agents.networks.models import env_actions
-from marlgrid.social import SocialTracker, summarize
 from marlgrid.vector import stack_agents as slot_obs
 
 __all__ = [
@@ -44,8 +63,8 @@ __all__ = [
     "MultiAgentRollout",
     "PolicyGroup",
     "SingleAgentBatch",
+    "StepObserver",
     "slot_obs",
-    "train_on_vector_env",
 ]
 
 
@@ -66,6 +85,18 @@ class BatchedEnv(Protocol):
     def reset(self, seed: int | None = None) -> Any: ...
 
     def step(self, actions: np.ndarray) -> tuple[Any, Any, Any, Any, dict[str, Any]]: ...
+
+
+class StepObserver(Protocol):
+    """Sees every step of a :class:`MultiAgentRollout`: ``before_step`` once the actions are
+    chosen (the env still shows the state they were chosen in), ``after_step`` once the env
+    stepped (``rewards`` ``(N, K)``, ``infos`` as the env returned them)."""
+
+    def before_step(self, vec: Any, actions: np.ndarray) -> None: ...
+
+    def after_step(
+        self, vec: Any, actions: np.ndarray, rewards: np.ndarray, infos: dict[str, Any]
+    ) -> None: ...
 
 
 class SingleAgentBatch:
@@ -127,7 +158,8 @@ class PolicyGroup:
     """A learner acting for some agent ids, with its per-slot memory.
 
     ``train``: record steps and learn (a learner role); otherwise it only acts (frozen).
-    ``explore``: sample / explore, else act greedily.
+    ``explore``: sample / explore, else act greedily. ``recorder``: where recorded steps go
+    (default: the learner's ``record``; the learner's storage is then made by :meth:`begin`).
     """
 
     name: str
@@ -135,6 +167,12 @@ class PolicyGroup:
     agents: list[str]
     train: bool = True
     explore: bool = True
+    recorder: Callable[[Step], None] | None = None
+
+    @property
+    def teachers(self) -> tuple[str, ...]:
+        """Agent ids whose steps this group's learner asks for (none unless it trains)."""
+        return tuple(getattr(self.learner, "teachers", ())) if self.train else ()
 
     def begin(self, obs: dict[str, Any], num_envs: int, active: np.ndarray | None = None) -> None:
         """Start from fresh episodes with observations ``obs`` (``active``: ``(N, J)`` in play)."""
@@ -147,9 +185,16 @@ class PolicyGroup:
         self.state = self.learner.initial_state(slots)
         self.resets = torch.ones(slots, dtype=torch.bool, device=device)
         self._last: Any = None
-        if self.train and getattr(self, "_begun", None) != slots:
+        if self.train and self.recorder is None and getattr(self, "_begun", None) != slots:
             self.learner.begin(slots)
             self._begun = slots
+
+    def restart(self, obs: dict[str, Any], resets: Any) -> None:
+        """Act next on observations ``obs`` (per agent, batch first), the slots where ``resets``
+        is set starting new episodes: for callers that step an env themselves."""
+        device = self.learner.device
+        self.resets = torch.as_tensor(np.asarray(resets, dtype=bool).reshape(-1), device=device)
+        self.obs = obs_to_tensor(slot_obs(obs, self.agents), device)
 
     def act(self) -> np.ndarray:
         """Actions ``(N, J)`` for this group's agents."""
@@ -167,8 +212,10 @@ class PolicyGroup:
         truncations: np.ndarray,
         infos: dict[str, Any],
         index: list[int],
+        teachers: dict[str, Teacher] | None = None,
     ) -> None:
-        """Take in the step just made (rewards etc. are ``(N, K)``; ``index`` picks columns)."""
+        """Take in the step just made (rewards etc. are ``(N, K)``; ``index`` picks columns;
+        ``teachers``: the signals the learner asked for, per slot)."""
         device = self.learner.device
         J = len(index)
         rew = rewards[:, index].reshape(-1)
@@ -184,7 +231,7 @@ class PolicyGroup:
         if self.train:
             state, out = self._last
             ids, final = self._finals(infos, trunc & ~term)
-            self.learner.record(
+            (self.recorder or self.learner.record)(
                 Step(
                     obs=self.obs,
                     resets=self.resets,
@@ -199,6 +246,7 @@ class PolicyGroup:
                     next_state=out.state,
                     final_ids=torch.as_tensor(ids, dtype=torch.long, device=device),
                     final_obs=final,
+                    teachers=teachers or NO_TEACHERS,
                 )
             )
         self.resets = resets
@@ -223,10 +271,8 @@ class MultiAgentRollout:
     """Steps a :class:`~marlgrid.vector.VectorEnv` (or :class:`SingleAgentBatch`) for every group
     and scripted policy at once; learner groups record each step.
 
-    ``social``: track the social metrics of :mod:`marlgrid.social` per agent per episode
-    (:meth:`pop_social_metrics`); by default on when ``vec`` has a marlgrid engine. ``experts``:
-    the agent ids those metrics call experts; by default the agents of scripted policies other
-    than ``random`` and of groups that do not train (frozen checkpoints).
+    ``observers`` (:class:`StepObserver`) see every step; learners that ask for ``teachers``
+    get those agents' steps in their records.
     """
 
     def __init__(
@@ -235,10 +281,10 @@ class MultiAgentRollout:
         groups: list[PolicyGroup],
         scripted: dict[str, Any] | None = None,
         seed: int | None = None,
-        social: bool | None = None,
-        experts: list[str] | None = None,
+        observers: Sequence[StepObserver] = (),
     ) -> None:
         self.vec, self.groups, self.scripted = vec, groups, dict(scripted or {})
+        self.observers = list(observers)
         agents = vec.possible_agents
         self._index = {g.name: [agents.index(a) for a in g.agents] for g in groups}
         self._scripted_index = {agents.index(a): p for a, p in self.scripted.items()}
@@ -246,33 +292,37 @@ class MultiAgentRollout:
         missing = sorted(set(agents) - covered)
         if missing:
             raise ValueError(f"agents {missing} have no role; give each agent id a role")
+        self._teachers = {g.name: g.teachers for g in groups if g.teachers}
+        for name, wanted in self._teachers.items():
+            unknown = sorted(set(wanted) - set(agents))
+            if unknown:
+                raise ValueError(
+                    f"learner {name!r} asks for teachers {unknown}, which are not agents of the "
+                    f"env; its agents are {agents}"
+                )
         self.actions = np.zeros((vec.num_envs, vec.num_agents), dtype=np.int64)
-        self.social = self._social_tracker(social, experts)
         obs, infos = vec.reset(seed=seed)
+        self._obs, self._active = obs, infos["active"]
         for g in groups:
             g.begin(obs, vec.num_envs, infos["active"][:, self._index[g.name]])
         self.episode_returns: list[np.ndarray] = []  # per ended episode: returns of every agent
         self.episode_lengths: list[int] = []
         self.env_steps = 0
 
-    def _social_tracker(self, social: bool | None, experts: list[str] | None) -> Any:
-        engine = getattr(self.vec, "engine", None)
-        if social is None:
-            social = engine is not None
-        if not social:
-            return None
-        if engine is None:
-            raise ValueError("social metrics need a marlgrid VectorEnv (one with an engine)")
-        from marlgrid.policies import RandomPolicy
-
-        agents = self.vec.possible_agents
-        if experts is None:
-            experts = [a for a, p in self.scripted.items() if not isinstance(p, RandomPolicy)]
-            experts += [a for g in self.groups if not g.train for a in g.agents]
-        unknown = sorted(set(experts) - set(agents))
-        if unknown:
-            raise ValueError(f"experts {unknown} are not agents of the env; agents are {agents}")
-        return SocialTracker.for_engine(engine, [agents.index(a) for a in experts])
+    def _teacher_signals(self, group: PolicyGroup) -> dict[str, Teacher]:
+        """The steps of the agents ``group``'s learner asks for, per slot of the group."""
+        agents, J = self.vec.possible_agents, len(group.agents)
+        device = group.learner.device
+        out = {}
+        for agent in self._teachers[group.name]:
+            k = agents.index(agent)
+            obs = obs_to_tensor(slot_obs(self._obs, [agent]), device)
+            out[agent] = Teacher(
+                actions=torch.as_tensor(np.repeat(self.actions[:, k], J), device=device),
+                obs=obs_repeat(obs, J),
+                valid=torch.as_tensor(np.repeat(self._active[:, k], J), device=device),
+            )
+        return out
 
     def step(self) -> None:
         """One step of every env; learner groups record it."""
@@ -281,13 +331,17 @@ class MultiAgentRollout:
             actions[:, self._index[g.name]] = g.act()
         for k, policy in self._scripted_index.items():
             actions[:, k] = policy.scripted_actions(vec.engine, k)
-        if self.social is not None:
-            self.social.observe(vec.engine)
+        teachers = {name: self._teacher_signals(g) for g in self.groups
+                    if (name := g.name) in self._teachers}  # fmt: skip
+        for observer in self.observers:
+            observer.before_step(vec, actions)
         obs, rewards, terms, truncs, infos = vec.step(actions)
-        if self.social is not None:
-            self.social.record(vec.engine, actions, rewards, infos.get("_episode"))
+        for observer in self.observers:
+            observer.after_step(vec, actions, rewards, infos)
         for g in self.groups:
-            g.record(obs, rewards, terms, truncs, infos, self._index[g.name])
+            g.record(obs, rewards, terms, truncs, infos, self._index[g.name], teachers.get(g.name))
+        if self._teachers:
+            self._obs, self._active = obs, infos["active"]
         if "_episode" in infos:
             done = infos["_episode"]
             self.episode_returns += list(np.asarray(infos["episode"]["r"])[done].copy())
@@ -310,59 +364,6 @@ class MultiAgentRollout:
         out = np.array(self.episode_lengths, dtype=np.int64)
         self.episode_lengths = []
         return out
-
-    def pop_social_metrics(self, columns: list[int] | None = None) -> dict[str, float]:
-        """The social metrics of the episodes ended since the last call, as log entries
-        (:func:`marlgrid.social.summarize`: means over ``columns``' agents and per agent);
-        empty when they are not tracked."""
-        if self.social is None:
-            return {}
-        return summarize(self.social.pop(), self.vec.possible_agents, columns)
-
-
-def as_vector_env(envs: Any) -> Any:
-    """A marlgrid ``VectorEnv`` as it is; any other batched env wrapped in SingleAgentBatch."""
-    return envs if hasattr(envs, "possible_agents") else SingleAgentBatch(envs)
-
-
-def train_on_vector_env(
-    envs: Any,
-    learner: Learner | Any,
-    total_timesteps: int,
-    seed: int | None = 0,
-    log_fn: Callable[[dict[str, float], int], None] | None = None,
-) -> list[dict[str, float]]:
-    """Train one learner for every agent of ``envs`` (a marlgrid ``VectorEnv`` or any
-    :class:`BatchedEnv`) for ``total_timesteps`` env steps (summed over envs).
-
-    ``learner`` may be a registered config dataclass instead (a new learner is built, seeded with
-    ``seed``; pass ``learner=`` an object to keep it). Returns the metrics of every update, with
-    the episodes that ended since the previous one (``charts/episodic_return``, ``_length``,
-    ``charts/episodes``, and on a marlgrid ``VectorEnv`` the ``social/*`` metrics of
-    :mod:`marlgrid.social`), ``global_step`` and ``charts/SPS``; ``log_fn(metrics,
-    global_step)`` is called after every update.
-    """
-    vec = as_vector_env(envs)
-    agents = vec.possible_agents
-    if not isinstance(learner, Learner):
-        space = vec.single_observation_space(agents[0])
-        learner = build_learner(learner, space, vec.single_action_space(agents[0]), seed or 0)
-    group = PolicyGroup("main", learner, list(agents))
-    rollout = MultiAgentRollout(vec, [group], seed=seed)
-    history: list[dict[str, float]] = []
-    t_begin = time.perf_counter()
-    while rollout.env_steps < total_timesteps:
-        rollout.step()
-        if learner.ready():
-            metrics = learner.update(progress=rollout.env_steps / total_timesteps)
-            metrics.update(episode_metrics(rollout.pop_returns(), rollout.pop_lengths()))
-            metrics.update(rollout.pop_social_metrics())
-            metrics["global_step"] = float(rollout.env_steps)
-            metrics["charts/SPS"] = rollout.env_steps / (time.perf_counter() - t_begin)
-            history.append(metrics)
-            if log_fn is not None:
-                log_fn(metrics, rollout.env_steps)
-    return history
 
 
 def episode_metrics(

@@ -8,6 +8,8 @@
 - :class:`StopRequest` turns SIGINT and SIGTERM into a flag the trainer checks between env steps,
   so that it can write a consistent checkpoint before exiting.
 - :func:`remove_fresh_dirs` removes the empty folders a failed start just created.
+- :func:`replace_atomically` writes a run's files (checkpoints, ``config.json``) so that no
+  reader ever sees one half written.
 
 Nothing here imports Hydra or torch.
 """
@@ -19,10 +21,12 @@ import fcntl
 import hashlib
 import os
 import signal
+import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "LOCK_NAME",
@@ -31,11 +35,30 @@ __all__ = [
     "StopRequest",
     "job_subdir",
     "remove_fresh_dirs",
+    "replace_atomically",
 ]
 
 LOCK_NAME = ".lock"
 #: longest directory name made from overrides (bytes; file systems allow 255)
 MAX_NAME_BYTES = 200
+
+
+def replace_atomically(target: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
+    """Write ``target`` with ``write(file)`` through a temporary file in the same folder,
+    flushed to disk and renamed over it: ``target`` is never left partly written."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}_", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
 
 
 def job_subdir(override_dirname: str, seed: Any) -> str:

@@ -13,8 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from marlgrid.agents.algorithms.ppo import PPOConfig
-from marlgrid.agents.learner import LEARNERS, config_from_dict, load_builtin_learners
+from marlgrid.agents.learner import (
+    LEARNERS,
+    config_from_dict,
+    default_config,
+    load_builtin_learners,
+)
 from marlgrid.agents.training.curriculum import ScheduleConfig, check_curriculum
 from marlgrid.agents.training.roles import MAIN, RoleConfig, role_identity
 from marlgrid.config import ConfigError, check_bool, check_int
@@ -33,6 +37,14 @@ class EnvConfig:
 
 
 @dataclass
+class StreamConfig:
+    """One more env stream: its own env batch and roles, its learners shared with the run's."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
+
+
+@dataclass
 class LoggerConfig:
     """Where metrics go."""
 
@@ -47,15 +59,16 @@ class TrainConfig:
     """A whole training run."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
-    agent: Any = None  # the 'main' learner's config (any algorithm; None: PPOConfig())
+    agent: Any = None  # the 'main' learner's config (any algorithm; None: learner.DEFAULT_ALGO's)
     learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
     roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
+    streams: dict[str, StreamConfig] = field(default_factory=dict)  # more env streams by name
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     curriculum: dict[str, ScheduleConfig] = field(default_factory=dict)  # rule -> schedule
     name: str = "default"  # run name (part of the run directory)
     seed: int = 0  # seeds networks, sampling and environments (0 .. 2**32 - 1)
     total_timesteps: int = 200_000  # env steps summed over the batch (each is one step per agent)
-    iteration_steps: int | None = None  # env steps per env between logs; None: agent.num_steps
+    iteration_steps: int | None = None  # env steps per env between logs; None: the agent's own
     checkpoint_every: int = 10  # iterations between checkpoints (also at the end and on signals)
     keep_checkpoints: int | None = 3  # newest checkpoints kept (>= 1); None (null): keep all
     eval_every: int = 0  # iterations between greedy evaluations on fresh envs (0: never)
@@ -92,12 +105,43 @@ class TrainConfig:
         if not isinstance(self.env.id, str):
             raise ConfigError(f"env.id must be a registered env id, got {self.env.id!r}")
         check_int("env.num_envs", self.env.num_envs, low=1)
-        for key in ("settings", "learners", "roles"):
+        for key in ("settings", "learners", "roles", "streams"):
             value = self.env.settings if key == "settings" else getattr(self, key)
             if not isinstance(value, Mapping):
                 name = "env.settings" if key == "settings" else key
                 raise ConfigError(f"{name} must be a mapping, got {value!r}")
+        for name, value in self.streams.items():
+            if name == "main" or not isinstance(name, str):
+                raise ConfigError(f"streams: {name!r} cannot name a stream ('main' is env/roles)")
+            try:
+                stream = as_stream(value)
+            except (TypeError, ConfigError) as exc:
+                raise ConfigError(f"streams.{name}: {exc}") from None
+            if not isinstance(stream.env.id, str):
+                raise ConfigError(f"streams.{name}.env.id must be an env id, got {stream.env.id!r}")
+            check_int(f"streams.{name}.env.num_envs", stream.env.num_envs, low=1)
+            for key in ("settings", "roles"):
+                value = stream.env.settings if key == "settings" else stream.roles
+                if not isinstance(value, Mapping):
+                    where = (
+                        f"streams.{name}.env.settings"
+                        if key == "settings"
+                        else f"streams.{name}.roles"
+                    )
+                    raise ConfigError(f"{where} must be a mapping, got {value!r}")
         check_curriculum(self.curriculum)
+
+
+def as_stream(value: StreamConfig | Mapping[str, Any]) -> StreamConfig:
+    """A :class:`StreamConfig` from itself or from a mapping of its fields."""
+    if isinstance(value, StreamConfig):
+        return value
+    if not isinstance(value, Mapping) or set(value) - {"env", "roles"}:
+        raise ConfigError(f"a stream must be a mapping with keys env and roles, got {value!r}")
+    env = value.get("env", {})
+    env = env if isinstance(env, EnvConfig) else EnvConfig(**env)
+    roles = value.get("roles", {})
+    return StreamConfig(env=env, roles=dict(roles) if isinstance(roles, Mapping) else roles)
 
 
 class ValidatingConfig(Protocol):
@@ -106,11 +150,15 @@ class ValidatingConfig(Protocol):
     ``validate(key, num_slots)`` raises :class:`~marlgrid.config.ConfigError` naming
     ``<key>.<field>`` for a bad value; ``num_slots`` (env copies times agents the learner drives,
     ``None`` when no agent uses it) allows the checks that depend on the batch.
+    ``steps_per_iteration()`` is the env steps per env of one trainer iteration when it is the
+    ``main`` learner's config and ``iteration_steps`` is not given (PPO: its rollout length).
     """
 
     algo: str
 
     def validate(self, key: str, num_slots: int | None = None) -> None: ...
+
+    def steps_per_iteration(self) -> int: ...
 
 
 def _config_key(name: str) -> str:
@@ -128,7 +176,7 @@ def learner_configs(cfg: TrainConfig) -> dict[str, Any]:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{_config_key(name)}: {exc}") from None
 
-    main = PPOConfig() if cfg.agent is None else typed(MAIN, cfg.agent)
+    main = default_config() if cfg.agent is None else typed(MAIN, cfg.agent)
     return {MAIN: main, **{k: typed(k, v) for k, v in cfg.learners.items()}}
 
 
@@ -151,10 +199,17 @@ def validate_learners(configs: Mapping[str, Any], slots: Mapping[str, int] | Non
 
 
 def iteration_steps(cfg: TrainConfig) -> int:
-    """Env steps per env in one trainer iteration."""
+    """Env steps per env in one trainer iteration: ``cfg.iteration_steps``, else the ``main``
+    learner config's ``steps_per_iteration()``."""
     if cfg.iteration_steps is not None:
         return cfg.iteration_steps
-    return int(getattr(learner_configs(cfg)[MAIN], "num_steps", 64))
+    main = learner_configs(cfg)[MAIN]
+    steps = getattr(main, "steps_per_iteration", None)
+    if not callable(steps):
+        raise ConfigError(
+            f"agent: a {type(main).__name__} has no steps_per_iteration(); set iteration_steps"
+        )
+    return int(steps())
 
 
 def identity_defaults(cfg: TrainConfig) -> dict[str, Any]:
@@ -182,6 +237,14 @@ def identity(cfg: TrainConfig) -> dict[str, Any]:
         "iteration_steps": iteration_steps(cfg),
         "seed": cfg.seed,
     }
+    if cfg.streams:  # runs with one stream keep the identity they always had
+        out["streams"] = {
+            k: {
+                "env": dataclasses.asdict(as_stream(v).env),
+                "roles": {a: role_identity(r) for a, r in sorted(as_stream(v).roles.items())},
+            }
+            for k, v in sorted(cfg.streams.items())
+        }
     if cfg.curriculum:  # runs without one keep the identity they always had
         schedules = check_curriculum(cfg.curriculum)
         out["curriculum"] = {k: dataclasses.asdict(v) for k, v in sorted(schedules.items())}

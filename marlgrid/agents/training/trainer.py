@@ -5,8 +5,10 @@ it with Hydra, which never enters the core package. The :class:`Trainer` knows n
 steps the rollout loop, lets every learner update when it says it is ready, logs, and calls its
 callbacks (checkpoints, videos, evaluation are callbacks).
 
-A run directory holds ``metrics.csv``, ``tensorboard/`` events, ``checkpoints/``, ``videos/`` and
-``train.log`` (the run's messages). Safety rules:
+A run directory holds ``config.json`` (the resolved config as plain data, read back by
+:class:`~marlgrid.agents.training.saved_run.SavedRun`), ``metrics.csv``, ``tensorboard/`` events,
+``checkpoints/``, ``videos/`` and ``train.log`` (the run's messages). A run may train on several
+env streams (``streams``, :mod:`marlgrid.agents.training.streams`). Safety rules:
 
 - **Checked first.** Every setting is checked when the trainer is built, before anything is
   written: :meth:`TrainConfig.validate`, then each learner config's own ``validate(key,
@@ -39,7 +41,6 @@ from typing import Any
 import numpy as np
 import torch
 
-import marlgrid
 from marlgrid.agents.training.callbacks import (
     Callback,
     CallbackList,
@@ -54,15 +55,19 @@ from marlgrid.agents.training.checkpoint import (
     save_checkpoint,
 )
 from marlgrid.agents.training.curriculum import CurriculumCallback
+from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.logger import Logger
 from marlgrid.agents.training.roles import RoleConfig, build_groups, resolve_roles
-from marlgrid.agents.training.rollout import MultiAgentRollout, episode_metrics
 from marlgrid.agents.training.run_dir import RunLock, StopRequest
+from marlgrid.agents.training.saved_run import write_run_config
+from marlgrid.agents.training.streams import MAIN_STREAM, EnvStream, SlotJoin
 from marlgrid.agents.training.train_config import (
     EnvConfig,
     LoggerConfig,
+    StreamConfig,
     TrainConfig,
     ValidatingConfig,
+    as_stream,
     identity,
     identity_defaults,
     iteration_steps,
@@ -76,6 +81,7 @@ __all__ = [
     "Interrupted",
     "LoggerConfig",
     "RoleConfig",
+    "StreamConfig",
     "TrainConfig",
     "Trainer",
     "ValidatingConfig",
@@ -100,9 +106,10 @@ class Trainer:
 
     Attributes callbacks may read: ``cfg``, ``run_dir``, ``vec``, ``groups``, ``scripted``,
     ``learners`` (training groups by name), ``iteration``, ``num_iterations``, ``global_step``,
-    ``finished``, ``learner_columns`` (env columns of the trained agents), ``curriculum`` (the
-    :class:`~marlgrid.agents.training.curriculum.CurriculumCallback` of ``cfg.curriculum``, or
-    None).
+    ``finished``, ``learner_columns`` (env columns of the trained agents), ``rules`` (what
+    :meth:`set_rules` set, e.g. a curriculum's stage) and ``streams`` (every
+    :class:`~marlgrid.agents.training.streams.EnvStream`, the main one first; ``vec``,
+    ``groups``, ``scripted``, ``learners`` and ``learner_columns`` are the main stream's).
     """
 
     def __init__(
@@ -113,29 +120,23 @@ class Trainer:
         stop: StopRequest | None = None,
     ) -> None:
         cfg.validate()
-        configs = learner_configs(cfg)
-        validate_learners(configs)
+        configs = learner_configs(cfg)  # validated once the slots they drive are known
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.stop = stop or StopRequest()
         self.log = _run_logger()
         torch.set_num_threads(cfg.torch_threads)
-        try:
-            self.vec = marlgrid.make_vec(cfg.env.id, cfg.env.num_envs, **cfg.env.settings)
-        except ConfigError as exc:
-            raise ConfigError(f"env {cfg.env.id!r}: {exc}") from None
-        roles = resolve_roles(cfg.roles, self.vec.possible_agents, sorted(configs))
-        self.roles = roles
-        drivers: dict[str, int] = {}
-        for role in roles.values():
-            if role.kind == "learner":
-                drivers[role.learner] = drivers.get(role.learner, 0) + 1
-        validate_learners(configs, {k: n * cfg.env.num_envs for k, n in drivers.items()})
-        self.groups, self.scripted = build_groups(roles, self.vec, configs, cfg.seed)
-        self.learners = {g.name: g for g in self.groups if g.train}
-        agents = self.vec.possible_agents
-        self.learner_columns = [agents.index(a) for g in self.learners.values() for a in g.agents]
+        self.streams = self._build_streams(configs)
+        main = self.streams[0]
+        self.vec, self.roles = main.vec, main.roles
+        self.groups, self.scripted = main.groups, main.scripted
+        self.learners = {}  # every training group by learner name, the main stream's first
+        for stream in self.streams:
+            for name, group in stream.learners.items():
+                self.learners.setdefault(name, group)
+        self.learner_columns = main.learner_columns
+        self.rules: dict[str, Any] = {}  # rules set during training (set_rules), every stream
         self.steps = iteration_steps(cfg)
-        per_iteration = self.steps * cfg.env.num_envs
+        per_iteration = self.steps * sum(s.vec.num_envs for s in self.streams)
         self.num_iterations = max(1, math.ceil(cfg.total_timesteps / per_iteration))
         self.iteration = self.global_step = 0
         self.ckpt_dir = self.run_dir / "checkpoints"
@@ -145,11 +146,62 @@ class Trainer:
             defaults.append(EvalCallback(cfg.eval_every, cfg.eval_episodes))
         if cfg.video:
             defaults.append(VideoCallback(cfg.video_every, final=True))
-        self.curriculum = CurriculumCallback(cfg.curriculum) if cfg.curriculum else None
-        if self.curriculum is not None:  # after evaluation: a threshold may read eval/ metrics
-            self.curriculum.check_env(self.vec)
-            defaults.append(self.curriculum)
+        if cfg.curriculum:  # after evaluation: a threshold may read eval/ metrics
+            defaults.append(CurriculumCallback(cfg.curriculum))
         self.callbacks = CallbackList([*defaults, *callbacks])
+        self.callbacks.check(self)
+
+    def _build_streams(self, configs: dict[str, Any]) -> list[EnvStream]:
+        """The main stream and ``cfg.streams``; learners are built once and shared, and a learner
+        driven in several streams records through a :class:`SlotJoin`."""
+        cfg = self.cfg
+        specs = [(MAIN_STREAM, cfg.env, cfg.roles)]
+        specs += [(name, s.env, s.roles) for name, s in map(_named_stream, cfg.streams.items())]
+        streams: list[EnvStream] = []
+        shared: dict[str, Any] = {}
+        for name, env, role_cfg in specs:
+            where = "" if name == MAIN_STREAM else f"streams.{name}: "
+            try:
+                vec = make_env_source(env.id, env.num_envs, env.settings)
+                roles = resolve_roles(role_cfg, vec.possible_agents, sorted(configs))
+            except (ConfigError, TypeError) as exc:
+                raise ConfigError(f"{where}{exc}") from None
+            streams.append(EnvStream(name, env.id, dict(env.settings), vec, roles, [], {}))
+        _check_shared_spaces(streams)
+        slots: dict[str, list[int]] = {}
+        for stream in streams:
+            for role in stream.roles.values():
+                if role.kind == "learner":
+                    per_stream = slots.setdefault(role.learner, [0] * len(streams))
+                    per_stream[streams.index(stream)] += stream.vec.num_envs
+        validate_learners(configs, {k: sum(v) for k, v in slots.items()})
+        for stream in streams:
+            stream.groups, stream.scripted = build_groups(
+                stream.roles, stream.vec, configs, cfg.seed, shared=shared
+            )
+            shared.update({g.name: g.learner for g in stream.groups if g.train})
+            _check_teachers(stream)
+        self.joins: list[SlotJoin] = []  # learners driven in several streams
+        for name in slots:
+            parts = [(s, g) for s in streams for g in s.groups if g.train and g.name == name]
+            if len(parts) > 1:
+                join = SlotJoin(shared[name], [s.vec.num_envs * len(g.agents) for s, g in parts])
+                for part, (_, g) in enumerate(parts):
+                    g.recorder = join.recorder(part)
+                self.joins.append(join)
+        return streams
+
+    @property
+    def stream_envs(self) -> list[Any]:
+        """The env batch of every stream, the main one first."""
+        return [s.vec for s in self.streams]
+
+    def set_rules(self, **rules: Any) -> None:
+        """Set env rules on every stream (each env takes them at its next reset); evaluation
+        and videos play them too (:attr:`rules`)."""
+        for stream in self.streams:
+            stream.vec.set_rules(**rules)
+        self.rules.update(rules)
 
     @property
     def finished(self) -> bool:
@@ -172,8 +224,8 @@ class Trainer:
             "total_timesteps": self.cfg.total_timesteps,
             "torch_rng": torch.get_rng_state(),
         }
-        if self.curriculum is not None:
-            payload["curriculum"] = self.curriculum.state_dict()
+        for callback in self.callbacks.stateful():
+            payload[callback.state_key] = callback.state_dict()
         keep = self.cfg.keep_checkpoints
         path = save_checkpoint(self.ckpt_dir, self.iteration, payload, keep=keep)
         self._saved_iteration = self.iteration
@@ -209,8 +261,8 @@ class Trainer:
             self.iteration, self.global_step = int(payload["update"]), int(payload["global_step"])
             self._saved_iteration = self.iteration
             torch.set_rng_state(payload["torch_rng"])
-            if self.curriculum is not None:
-                self.curriculum.load_state_dict(payload.get("curriculum", {}))
+            for callback in self.callbacks.stateful():
+                callback.load_state_dict(payload.get(callback.state_key, {}))
             return True
         if existing:
             self.say(f"resume=false: removing {len(existing)} checkpoint(s) of the previous run")
@@ -228,7 +280,8 @@ class Trainer:
         counts: dict[str, int] = {}  # learner -> updates in this iteration
         progress = self.iteration / self.num_iterations
         for _ in range(self.steps):
-            self.rollout.step()
+            for stream in self.streams:
+                stream.rollout.step()
             for name, g in self.learners.items():
                 if g.learner.ready():
                     t1 = time.perf_counter()
@@ -237,18 +290,14 @@ class Trainer:
                         out.setdefault(name, {}).setdefault(key, []).append(value)
                     update_time += time.perf_counter() - t1
         self.iteration += 1
-        self.global_step += self.steps * self.cfg.env.num_envs
+        self.global_step += self.steps * sum(s.vec.num_envs for s in self.streams)
         metrics: dict[str, float] = {}
         for name, m in out.items():  # each metric: its mean over the updates that reported it
             prefix = "" if len(self.learners) == 1 else f"{name}/"
             metrics.update({f"{prefix}{k}": float(np.mean(v)) for k, v in m.items()})
             metrics[f"{prefix}charts/updates"] = float(counts[name])
-        returns = self.rollout.pop_returns()
-        metrics.update(episode_metrics(returns, self.rollout.pop_lengths(), self.learner_columns))
-        metrics.update(self.rollout.pop_social_metrics(self.learner_columns))
-        if len(returns):
-            for k, agent in enumerate(self.vec.possible_agents):
-                metrics[f"charts/return_{agent}"] = float(returns[:, k].mean())
+        for stream in self.streams:
+            metrics.update(stream.pop_metrics())
         metrics["charts/rollout_time"] = time.perf_counter() - t0 - update_time
         metrics["charts/update_time"] = update_time
         metrics["charts/update"] = float(self.iteration)
@@ -285,8 +334,9 @@ class Trainer:
         else:
             self.say(
                 f"training {cfg.name} in {self.run_dir}: {self.num_iterations} updates of "
-                f"{self.steps * cfg.env.num_envs} env steps"
+                f"{self.steps * sum(s.vec.num_envs for s in self.streams)} env steps"
             )
+        write_run_config(self.run_dir, cfg)  # config.json: the run's config as plain data
         logger = Logger(
             self.run_dir, cfg.logger.csv, cfg.logger.tensorboard, cfg.logger.print_every,
             resume_step=self.global_step,  # drops rows logged past the checkpoint
@@ -302,7 +352,11 @@ class Trainer:
             self.callbacks.on_training_start(self)  # before the envs' first reset: rules apply
             # Episodes after a resume start fresh, seeded by the iteration they start at.
             seed = cfg.seed * 100_003 + self.iteration
-            self.rollout = MultiAgentRollout(self.vec, self.groups, self.scripted, seed=seed)
+            for join in self.joins:  # after a resume too: the learner's storage for every part
+                join.begin()
+            self.rollout = self.streams[0].start(seed)
+            for k, stream in enumerate(self.streams[1:], start=1):
+                stream.start(seed + 7_919 * k)
             t_start = time.perf_counter()
             while not self.finished and not stop.requested:
                 mid_iteration = True
@@ -370,6 +424,45 @@ def train(
 ) -> dict[str, float]:
     """Train as ``cfg`` says in ``run_dir`` (resuming there if possible); returns final metrics."""
     return Trainer(cfg, run_dir, callbacks, stop).run()
+
+
+def _check_shared_spaces(streams: list[EnvStream]) -> None:
+    """A learner driven in several streams must see the same spaces in each."""
+    seen: dict[str, tuple[str, str, str]] = {}  # learner -> (stream, observation, action space)
+    for stream in streams:
+        for agent, role in stream.roles.items():
+            if role.kind != "learner":
+                continue
+            spaces = (
+                str(stream.vec.single_observation_space(agent)),
+                str(stream.vec.single_action_space(agent)),
+            )
+            first = seen.setdefault(role.learner, (stream.name, *spaces))
+            if first[1:] != spaces:
+                raise ConfigError(
+                    f"streams.{stream.name}: learner {role.learner!r} drives {agent} with "
+                    f"observations {spaces[0]} and actions {spaces[1]}, but in stream "
+                    f"{first[0]!r} with {first[1]} and {first[2]}; a shared learner needs the "
+                    "same spaces in every stream"
+                )
+
+
+def _check_teachers(stream: EnvStream) -> None:
+    """Every teacher a learner asks for is an agent of the stream's env."""
+    agents = stream.vec.possible_agents
+    for g in stream.groups:
+        unknown = sorted(set(g.teachers) - set(agents))
+        if unknown:
+            where = "" if stream.name == MAIN_STREAM else f"streams.{stream.name}: "
+            raise ConfigError(
+                f"{where}learner {g.name!r} asks for teachers {unknown}, which are not agents "
+                f"of {stream.env_id}; its agents are {list(agents)}"
+            )
+
+
+def _named_stream(item: tuple[str, Any]) -> tuple[str, StreamConfig]:
+    name, value = item
+    return name, as_stream(value)
 
 
 def _run_logger() -> logging.Logger:

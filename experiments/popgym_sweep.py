@@ -1,51 +1,59 @@
-"""Train a marlgrid learner on POPGym environments and report POPGym's MMER.
+"""Train marlgrid learners on POPGym environments with the trainer and report POPGym's MMER.
 
-    python experiments/popgym.py --env RepeatPreviousEasy --memory gru --steps 200000 --seed 0
-    python experiments/popgym.py --env popgym-BattleshipEasy-v0 --num-envs 32 --set lr=0.0001
-    python experiments/popgym.py --sweep --envs RepeatPreviousEasy,CountRecallEasy \\
+    python experiments/popgym_sweep.py --env RepeatPreviousEasy --memory gru --steps 200000
+    python experiments/popgym_sweep.py --env popgym-BattleshipEasy-v0 --num-envs 32 --set lr=0.0001
+    python experiments/popgym_sweep.py --sweep --envs RepeatPreviousEasy,CountRecallEasy \\
         --memories gru,none --seeds 0,1,2 --steps 500000 --out runs/popgym_sweep
-    python experiments/popgym.py --env MortarMayhem-Grid-v0 --memory gru --steps 1000000
+    python experiments/popgym_sweep.py --env MortarMayhem-Grid-v0 --memory gru --steps 1000000
 
 One run trains the agent preset (``--agent``, default ``conf/agent/ppo_popgym.yaml``; ``--memory``
 and ``--set key=value`` override it) on ``--num-envs`` copies of the env, wrapped as POPGym's
 baselines are (``Antialias(PreviousAction(env))``; ``--no-previous-action``, ``--no-antialias``,
 ``--discrete-action`` change that; ``--box-action-bins K`` offers K evenly spaced values per
-dimension of a continuous action, which POPGym's pendulum tasks need). It writes
-``<out>/<Env>/<memory>/seed_<seed>.csv`` (``step``, ``batch_mean_return``: the mean return of
-the episodes that ended in each training batch) and a ``.json`` beside it (settings, MMER,
-time), and prints the MMER with the batch size: one PPO update (``num_envs x num_steps`` env
-steps) unless ``--batch-steps`` pools updates into batches of that many env steps (needed for
-learners that update every few steps, e.g. ``--agent conf/agent/drqn.yaml --discrete-action``).
+dimension of a continuous action, which POPGym's pendulum tasks need).
+
+Every (env, memory, seed) cell is an ordinary training run of
+:class:`~marlgrid.agents.training.trainer.Trainer`, the driver ``experiments/train.py`` uses, in
+the run directory ``<out>/<Env>/<memory>/seed_<seed>``: ``metrics.csv`` (one row per PPO update),
+``checkpoints/``, ``train.log``, ``config.json``, and ``popgym.json`` (the cell's settings). The
+same training from ``experiments/train.py``::
+
+    python experiments/train.py env.id=popgym:RepeatPreviousEasy agent=ppo_popgym \\
+        agent.network.memory=gru total_timesteps=200000 video=false
+
+Rerunning a command resumes each unfinished cell from its newest checkpoint and skips finished
+ones; SIGINT or SIGTERM finishes the current update, writes a checkpoint and exits 130 or 143. A
+cell that was run with other settings stops the command, naming what differs (choose another
+``--out``, or ``--restart`` to train those cells again from scratch).
+
+The MMER is computed from each run's ``metrics.csv`` (:mod:`marlgrid.analysis.mmer`): the mean
+return of the episodes that ended in each training batch, maximised over training. A batch is
+one PPO update (``num_envs x num_steps`` env steps) unless ``--batch-steps`` pools updates into
+batches of that many env steps (needed for learners that update every few steps, e.g.
+``--agent conf/agent/drqn.yaml --discrete-action``; the trainer logs them every 64 steps per env,
+so choose a multiple of ``64 x num_envs``). Each cell prints its MMER with the batch size.
 
 Memory Gym's grid tasks (``MortarMayhem-Grid-v0``, ``MysteryPath-Grid-v0``, from
 :mod:`marlgrid.tasks.memory_gym_env`) run the same way; their pixel frames set
 ``network.tile_size`` before ``--set`` applies.
 
-``--sweep`` runs every env x memory x seed cell, skipping cells already finished with the same
-settings (a cell is finished once its ``.json`` exists; one finished with other settings stops
-the sweep: choose another ``--out``), then writes ``<out>/summary.csv`` and ``<out>/summary.md``:
-MMER mean +- std over seeds per env and memory (:mod:`marlgrid.tasks.popgym_env`).
+``--sweep`` runs every env x memory x seed cell, then writes ``<out>/summary.csv`` and
+``<out>/summary.md``: MMER mean +- std over seeds per env and memory.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import dataclasses
+import json
+import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-if __name__ == "__main__":  # run as a script, this file would shadow the popgym package
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-import argparse  # noqa: E402
-import csv  # noqa: E402
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from typing import Any  # noqa: E402
-
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PRESET = ROOT / "conf" / "agent" / "ppo_popgym.yaml"
 
 
@@ -135,79 +143,163 @@ def wrappers(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def cell_paths(out: Path, env_id: str, memory: str, seed: int) -> tuple[Path, Path]:
-    folder = out / short_name(env_id) / memory
-    return folder / f"seed_{seed}.csv", folder / f"seed_{seed}.json"
+def cell_dir(out: Path, env_id: str, memory: str, seed: int) -> Path:
+    """The run directory of one cell."""
+    return out / short_name(env_id) / memory / f"seed_{seed}"
 
 
 def short_name(env_id: str) -> str:
     return env_id.removeprefix("popgym-").removesuffix("-v0")
 
 
-def run_cell(settings: dict, out: Path, progress: bool = True) -> dict:
-    """Train one cell; writes its CSV and then its JSON record (the finished marker)."""
+#: the cell's settings in its run directory (what a rerun must share)
+SETTINGS_FILE = "popgym.json"
+
+
+def env_source_id(env_id: str) -> str:
+    """The trainer's ``env.id`` of a resolved POPGym or Memory Gym id
+    (:mod:`marlgrid.agents.training.env_sources`): ``popgym:<Name>``, ``memorygym:<id>``."""
+    from marlgrid.tasks.memory_gym_env import resolve_memory_gym_id
+
+    if resolve_memory_gym_id(env_id) is not None:
+        return f"memorygym:{env_id}"
+    return f"popgym:{short_name(env_id)}"
+
+
+def train_config(settings: dict, threads: int = 1, restart: bool = False) -> Any:
+    """The :class:`~marlgrid.agents.training.train_config.TrainConfig` of one cell."""
     from marlgrid.agents.learner import config_from_dict
-    from marlgrid.agents.training.rollout import train_on_vector_env
-    from marlgrid.tasks.popgym_env import batch_mean_returns, make_vector_env, mmer
+    from marlgrid.agents.training.train_config import EnvConfig, LoggerConfig, TrainConfig
 
-    env_id, memory, seed = settings["env_id"], settings["memory"], settings["seed"]
-    csv_path, json_path = cell_paths(out, env_id, memory, seed)
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    envs = make_vector_env(env_id, settings["num_envs"], **settings["wrappers"])
-    cfg = config_from_dict(settings["agent"])
-    total, report_every = settings["steps"], max(settings["steps"] // 10, 1)
-    next_report = [report_every]
-
-    def log(metrics: dict[str, float], step: int) -> None:
-        if progress and step >= next_report[0]:
-            next_report[0] += report_every
-            print(
-                f"  {short_name(env_id)} {memory} seed {seed}: step {step:>9,d}  "
-                f"batch return {metrics['charts/episodic_return']:+.3f}  "
-                f"{metrics['charts/SPS']:,.0f} steps/s",
-                flush=True,
-            )
-
-    t0 = time.perf_counter()
-    history = train_on_vector_env(envs, cfg, total, seed=seed, log_fn=log)
-    wall = time.perf_counter() - t0
-    envs.close()
-    rows = batch_mean_returns(history, settings["batch_size"])
-    tmp = csv_path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["step", "batch_mean_return"])
-        writer.writerows(rows)
-    tmp.replace(csv_path)
-    record = {
-        "settings": settings,
-        "mmer": mmer(history, settings["batch_size"]),
-        "batches": len(history),
-        "batches_with_episodes": len(rows),
-        "env_steps": int(history[-1]["global_step"]) if history else 0,
-        "wall_s": wall,
-    }
-    tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(json_path)
-    return record
+    return TrainConfig(
+        env=EnvConfig(
+            id=env_source_id(settings["env_id"]),
+            num_envs=settings["num_envs"],
+            settings=dict(settings["wrappers"]),
+        ),
+        agent=config_from_dict(settings["agent"]),
+        logger=LoggerConfig(csv=True, tensorboard=False, print_every=0, progress=False),
+        name="popgym",
+        seed=settings["seed"],
+        total_timesteps=settings["steps"],
+        video=False,  # these envs have no renderer
+        resume=not restart,
+        torch_threads=threads,
+    )
 
 
-def finished_record(settings: dict, out: Path) -> dict | None:
-    """The record of a finished cell with these settings; None if not run yet. A cell finished
-    with other settings raises, naming what differs."""
-    _, json_path = cell_paths(out, settings["env_id"], settings["memory"], settings["seed"])
-    if not json_path.is_file():
-        return None
-    record = json.loads(json_path.read_text())
-    if record["settings"] != settings:
-        old = record["settings"]
+def cell_finished(run_dir: Path, cfg: Any) -> bool:
+    """True when the newest checkpoint of ``run_dir`` is that of the run's last iteration."""
+    from marlgrid.agents.training.checkpoint import list_checkpoints
+    from marlgrid.agents.training.train_config import iteration_steps
+
+    found = list_checkpoints(run_dir / "checkpoints")
+    if not found:
+        return False
+    per_iteration = iteration_steps(cfg) * cfg.env.num_envs
+    last = max(1, math.ceil(cfg.total_timesteps / per_iteration))
+    return int(found[-1].stem.removeprefix("ckpt_")) >= last
+
+
+def check_settings(settings: dict, run_dir: Path) -> None:
+    """Refuse a cell whose run directory was trained with other settings, naming what differs."""
+    path = run_dir / SETTINGS_FILE
+    if not path.is_file():
+        return
+    old = json.loads(path.read_text())["settings"]
+    if old != settings:
         diff = sorted(k for k in settings.keys() | old.keys() if settings.get(k) != old.get(k))
         raise SystemExit(
-            f"{json_path} was run with other settings ({', '.join(diff)} differ); "
-            "use another --out or remove that cell"
+            f"{run_dir} was run with other settings ({', '.join(diff)} differ); use another "
+            "--out, remove that cell, or --restart to train it again"
         )
-    return record
+
+
+def cell_record(settings: dict, run_dir: Path) -> dict:
+    """A cell's results, read from its ``metrics.csv``: MMER, its batches' curve, env steps
+    trained and wall time (acting and updates, summed over the iterations)."""
+    from marlgrid.analysis.mmer import batch_mean_returns, read_metrics
+
+    metrics = run_dir / "metrics.csv"
+    rows = read_metrics(metrics) if metrics.is_file() else []
+    curve = batch_mean_returns(rows, settings["batch_size"])
+    wall = sum(
+        t
+        for row in rows
+        for t in (row.get("charts/rollout_time", 0.0), row.get("charts/update_time", 0.0))
+        if not math.isnan(t)
+    )
+    return {
+        "settings": settings,
+        "run_dir": str(run_dir),
+        "mmer": max((v for _, v in curve), default=math.nan),
+        "curve": curve,
+        "batches": len(rows),
+        "batches_with_episodes": len(curve),
+        "env_steps": int(rows[-1]["step"]) if rows else 0,
+        "wall_s": wall,
+    }
+
+
+def _write_settings(settings: dict, run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / f".{SETTINGS_FILE}.tmp"
+    tmp.write_text(json.dumps({"settings": settings}, indent=1))
+    tmp.replace(run_dir / SETTINGS_FILE)
+
+
+def _callbacks(settings: dict, progress: bool) -> list[Any]:
+    """The cell's record (its settings, beside the ``config.json`` the trainer writes) and
+    progress lines."""
+    from marlgrid.agents.training.callbacks import Callback
+
+    label = f"{short_name(settings['env_id'])} {settings['memory']} seed {settings['seed']}"
+    every = max(settings["steps"] // 10, 1)
+
+    class RunRecord(Callback):
+        def on_training_start(self, trainer: Any) -> None:  # the run is accepted (locked)
+            _write_settings(settings, trainer.run_dir)
+
+    class Progress(Callback):
+        def on_training_start(self, trainer: Any) -> None:
+            self.next = (trainer.global_step // every + 1) * every
+
+        def on_update_end(self, trainer: Any, metrics: dict[str, float]) -> bool:
+            step = trainer.global_step
+            if step >= self.next:
+                self.next = (step // every + 1) * every
+                print(
+                    f"  {label}: step {step:>9,d}  batch return "
+                    f"{metrics.get('charts/episodic_return', math.nan):+.3f}  "
+                    f"{metrics.get('charts/SPS', math.nan):,.0f} steps/s",
+                    flush=True,
+                )
+            return True
+
+    return [RunRecord(), Progress()] if progress else [RunRecord()]
+
+
+def run_cell(
+    settings: dict,
+    out: Path,
+    progress: bool = True,
+    threads: int = 1,
+    restart: bool = False,
+    callbacks: Sequence[Any] = (),
+    stop: Any = None,
+) -> dict:
+    """Train one cell in its run directory (resuming it if possible); returns its record.
+    ``callbacks`` join the trainer's; SIGINT/SIGTERM raise
+    :class:`~marlgrid.agents.training.trainer.Interrupted` after a checkpoint."""
+    from marlgrid.agents.training.trainer import Trainer
+
+    run_dir = cell_dir(out, settings["env_id"], settings["memory"], settings["seed"])
+    if not restart:
+        check_settings(settings, run_dir)
+    cfg = train_config(settings, threads, restart)
+    trainer = Trainer(cfg, run_dir, [*_callbacks(settings, progress), *callbacks], stop=stop)
+    trainer.run()
+    return cell_record(settings, run_dir)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -218,7 +310,7 @@ def finished_record(settings: dict, out: Path) -> dict | None:
 def summarize(records: list[dict], out: Path) -> list[dict]:
     """Per (env, memory): MMER mean +- std over seeds, mean wall time and env steps per second;
     per memory: its speed over all envs. Writes ``summary.csv`` and ``summary.md``."""
-    from marlgrid.tasks.popgym_env import mmer_over_seeds
+    from marlgrid.analysis.mmer import mmer_over_seeds
 
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
@@ -268,8 +360,8 @@ def summarize(records: list[dict], out: Path) -> list[dict]:
     note = (
         "\nMMER: max over training of the per-batch mean episodic return, mean +- std "
         "(population) over seeds; batch size in env steps (by default one PPO update, "
-        "num_envs x num_steps). Wall time and steps/s cover training (acting and updates), "
-        "not start-up.\n"
+        "num_envs x num_steps), from each run's metrics.csv. Wall time and steps/s cover "
+        "training (acting and updates, summed over the logged iterations), not start-up.\n"
     )
     (out / "summary.md").write_text("\n".join(lines) + "\n" + note)
     return rows
@@ -311,6 +403,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("runs/popgym"), help="output folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument(
+        "--restart", action="store_true",
+        help="train the cells again from scratch (their checkpoints and metrics are replaced)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     for name in ("steps", "num_envs", "threads", "batch_steps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -348,24 +444,41 @@ def main(argv: list[str] | None = None) -> int:
         cells = plan_cells(args)
     except (ValueError, FileNotFoundError, ImportError) as err:
         raise SystemExit(f"error: {err}") from None
-    import torch
+    from marlgrid.agents.training.checkpoint import CheckpointError
+    from marlgrid.agents.training.run_dir import RunLockedError
+    from marlgrid.agents.training.trainer import Interrupted
+    from marlgrid.config import ConfigError
 
-    torch.set_num_threads(args.threads)
+    dirs = [cell_dir(args.out, s["env_id"], s["memory"], s["seed"]) for s in cells]
+    if not args.restart:  # a cell run with other settings stops the command before any training
+        for settings, run_dir in zip(cells, dirs, strict=True):
+            check_settings(settings, run_dir)
     records = []
-    for i, settings in enumerate(cells, 1):
+    for i, (settings, run_dir) in enumerate(zip(cells, dirs, strict=True), 1):
         name = f"{short_name(settings['env_id'])} {settings['memory']} seed {settings['seed']}"
-        record = finished_record(settings, args.out) if args.sweep else None
-        if record is not None:
+        cfg = train_config(settings, args.threads)
+        if not args.restart and cell_finished(run_dir, cfg):
+            record = cell_record(settings, run_dir)
             print(f"[{i}/{len(cells)}] {name}: finished, MMER {record['mmer']:.3f} (skipped)")
         else:
             print(f"[{i}/{len(cells)}] {name}: training {settings['steps']:,} steps", flush=True)
-            record = run_cell(settings, args.out, progress=not args.quiet)
+            try:
+                record = run_cell(
+                    settings, args.out, not args.quiet, args.threads, restart=args.restart
+                )
+            except Interrupted as exc:
+                print(f"{name}: stopped; rerun the same command to resume", flush=True)
+                return exc.exit_code
+            except KeyboardInterrupt:  # a second signal: the newest checkpoint stays
+                print(f"{name}: interrupted; rerun the same command to resume", flush=True)
+                return 130
+            except (ConfigError, CheckpointError, RunLockedError) as exc:
+                raise SystemExit(f"error: {name}: {exc}") from None
         records.append(record)
-        csv_path, _ = cell_paths(args.out, settings["env_id"], settings["memory"], settings["seed"])
         print(
             f"MMER {record['mmer']:.3f}: {name}, max over {record['batches_with_episodes']} "
             f"batches of {settings['batch_size']:,} env steps ({record['wall_s']:.0f} s) -> "
-            f"{csv_path}",
+            f"{run_dir}",
             flush=True,
         )
     if args.sweep:

@@ -1,0 +1,189 @@
+"""Loss terms: losses a learner adds to its own, each with a coefficient, chosen by config.
+
+An algorithm computes its own loss on a minibatch of sequences (:class:`MiniBatch`) from the
+network's output on it (:class:`~marlgrid.agents.networks.registry.NetOutput`: torso features,
+logits, values, extra heads' outputs), then adds ``coef * loss`` of every configured term, in
+order. A term (:class:`LossTerm`) is built once per learner as ``cls(net, **options)`` (``net``
+is the learner's network, for a term that needs its encoder or a head) and called as
+``term(batch, output) -> (loss, logs)``: a scalar tensor and a dict of scalar tensors or floats.
+It owns no parameters: a learnable part is an extra head (:mod:`marlgrid.agents.networks.registry`),
+so that the optimizer and checkpoints see it. Steps where ``batch.mask`` is false (padding, agents
+out of play) must not count. The update reports the term's loss (before its coefficient) as
+``losses/<name>`` and each log as ``losses/<name>/<key>``, means over the minibatches. Config:
+``PPOConfig.loss_terms = [{"name": <registered>, "coef": 1.0, "options": {...}}, ...]`` (``coef``
+defaults to 1, ``options`` to none; empty by default, so a run without terms is unchanged)::
+
+    class ValueToZero:  # pushes the value toward 0
+        def __init__(self, net, scale=1.0):
+            self.scale = scale
+        def __call__(self, batch, output):
+            v = output.values[batch.mask]
+            return self.scale * v.square().mean(), {"mean_value": v.mean().detach()}
+
+    register_loss_term("value_to_zero", ValueToZero)
+    PPOConfig(loss_terms=[{"name": "value_to_zero", "coef": 0.1, "options": {"scale": 2.0}}])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import torch
+from torch import Tensor
+
+from marlgrid.agents.arrays import Obs, obs_index
+from marlgrid.config import ConfigError, check_float
+
+if TYPE_CHECKING:
+    from marlgrid.agents.networks.registry import NetOutput
+    from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
+
+__all__ = [
+    "LOSS_TERMS",
+    "ConfiguredTerm",
+    "LossTerm",
+    "MiniBatch",
+    "build_loss_terms",
+    "check_loss_terms",
+    "register_loss_term",
+    "unregister_loss_term",
+]
+
+
+class MiniBatch(NamedTuple):
+    """``N`` trajectory chunks of ``L`` steps, time-major: what the loss and its terms read."""
+
+    obs: Obs  # (L, N, ...) observations
+    actions: Tensor  # (L, N) action indices taken
+    resets: Tensor  # (L, N) the observation starts an episode
+    mask: Tensor  # (L, N) bool: steps the loss uses (false on padding and out-of-play steps)
+    start_state: Tensor  # (N, S) memory state each chunk starts from
+    old_logp: Tensor  # (L, N) behaviour log-probs
+    old_values: Tensor  # (L, N) stored values (from the rollout or the last refresh)
+    returns: Tensor  # (L, N) returns
+    advantages: Tensor  # (L, N) advantages as the loss reads them (normalised with norm_adv)
+    t: Tensor  # (L, N) each step's time index in the buffer (T - 1 on padding)
+    b: Tensor  # (N,) each chunk's batch slot: buffer.<field>[t, b] reads any per-step field
+    buffer: RolloutBuffer | None = None  # the buffer the chunks come from
+
+    def next_observations(self) -> tuple[Obs, Tensor]:
+        """The observation that follows each step in its episode ``(L, N, ...)`` and where it
+        exists ``(L, N)``: the next stored one (after the last step the buffer's ``next_obs``)
+        or, after a truncation, the true final observation. None after a termination, on padding
+        or after a truncation whose final observation was not stored (those rows hold some
+        other observation). Computed when called (nothing is gathered otherwise)."""
+        buf = self.buffer
+        if buf is None:
+            raise ValueError("next_observations needs the minibatch's buffer")
+        T, B = buf.num_steps, buf.num_envs
+        rows = (self.t + 1) * B + self.b  # rows of buf.all_obs(): step t + 1 of slot b
+        truncated = buf.truncations[self.t, self.b] & ~buf.terminations[self.t, self.b]
+        ok = self.mask & ~buf.terminations[self.t, self.b]
+        n = buf.final_t.numel()
+        if n:  # truncated steps: their final observations follow the (T + 1) * B stored rows
+            final = torch.full((T, B), -1, dtype=torch.long, device=buf.device)
+            final[buf.final_t, buf.final_b] = torch.arange(n, device=buf.device) + (T + 1) * B
+            f = final[self.t, self.b]
+            rows = torch.where(truncated & (f >= 0), f, rows)
+            ok = ok & (~truncated | (f >= 0))
+        else:
+            ok = ok & ~truncated
+        return obs_index(buf.all_obs(), rows), ok
+
+
+class LossTerm(Protocol):
+    """A loss term: ``term(batch, output) -> (scalar loss, logs)`` (see the module docstring)."""
+
+    def __call__(
+        self, batch: MiniBatch, output: NetOutput
+    ) -> tuple[Tensor, Mapping[str, Tensor | float]]: ...
+
+
+#: term name -> class (or factory) ``(net, **options) -> LossTerm``
+LOSS_TERMS: dict[str, Callable[..., LossTerm]] = {}
+
+
+def register_loss_term(name: str, cls: Callable[..., LossTerm] | None = None) -> Any:
+    """Register a loss term under ``name`` (also a decorator: ``@register_loss_term("name")``).
+    Registering another class under a taken name raises; the same class again (a module
+    reload) replaces it."""
+
+    def add(c: Callable[..., LossTerm]) -> Callable[..., LossTerm]:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"a loss term name must be a non-empty string without '/': {name!r}")
+        old = LOSS_TERMS.get(name)
+        if old is not None and getattr(old, "__qualname__", old) != getattr(c, "__qualname__", c):
+            raise ValueError(f"loss term {name!r} is already registered ({old!r})")
+        LOSS_TERMS[name] = c
+        return c
+
+    return add if cls is None else add(cls)
+
+
+def unregister_loss_term(name: str) -> None:
+    """Remove a registered loss term (for tests and plugins)."""
+    del LOSS_TERMS[name]
+
+
+class ConfiguredTerm(NamedTuple):
+    """A built loss term with its name and coefficient."""
+
+    name: str
+    coef: float
+    term: LossTerm
+
+
+def check_loss_terms(
+    entries: Any, key: str = "agent.loss_terms", reserved: Sequence[str] = ()
+) -> None:
+    """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>[i]...`` for a bad entry: not a
+    ``{name, coef, options}`` mapping, an unregistered name, a name used twice or one of
+    ``reserved`` (the algorithm's own log names), a non-finite coefficient, options that are
+    not a mapping."""
+    if isinstance(entries, str | Mapping) or not isinstance(entries, Sequence):
+        raise ConfigError(f"{key} must be a list of {{name, coef, options}}, got {entries!r}")
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        at = f"{key}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{at} must be a mapping {{name, coef, options}}, got {entry!r}")
+        unknown = sorted(set(entry) - {"name", "coef", "options"})
+        if unknown:
+            raise ConfigError(f"{at} has unknown keys {unknown}; allowed: name, coef, options")
+        name = entry.get("name")
+        if name not in LOSS_TERMS:
+            raise ConfigError(
+                f"{at}.name must be a registered loss term, one of {sorted(LOSS_TERMS)}, "
+                f"got {name!r}"
+            )
+        if name in reserved:
+            raise ConfigError(
+                f"{at}.name {name!r} is taken by the algorithm's own logs {sorted(reserved)}"
+            )
+        if name in seen:
+            raise ConfigError(f"{at}.name {name!r} is configured twice")
+        seen.add(name)
+        check_float(f"{at}.coef", entry.get("coef", 1.0))
+        if not isinstance(entry.get("options", {}), Mapping):
+            raise ConfigError(f"{at}.options must be a mapping, got {entry['options']!r}")
+
+
+def build_loss_terms(
+    entries: Sequence[Mapping[str, Any]],
+    net: Any,
+    key: str = "agent.loss_terms",
+    reserved: Sequence[str] = (),
+) -> list[ConfiguredTerm]:
+    """The configured terms (checked by :func:`check_loss_terms`), each built as
+    ``cls(net, **options)``, in config order."""
+    check_loss_terms(entries, key, reserved)
+    terms = []
+    for i, entry in enumerate(entries):
+        name, options = entry["name"], dict(entry.get("options", {}))
+        try:
+            term = LOSS_TERMS[name](net, **options)
+        except TypeError as exc:
+            raise ConfigError(f"{key}[{i}].options {options!r} do not fit {name!r}: {exc}") from exc
+        terms.append(ConfiguredTerm(name, float(entry.get("coef", 1.0)), term))
+    return terms

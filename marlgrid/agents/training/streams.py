@@ -1,0 +1,157 @@
+"""Env streams: several env batches whose steps reach the same learners.
+
+A run trains on its main stream (``env`` and ``roles`` of the
+:class:`~marlgrid.agents.training.train_config.TrainConfig`) and on any number of named
+``streams``, each with its own env config and roles (e.g. a novice beside experts in one, alone
+in the other). A learner named in several streams is one learner: its groups in each stream act
+for their own slots, and :class:`SlotJoin` joins their steps into one
+:class:`~marlgrid.agents.learner.Step` per env step (the main stream's slots first), so its
+storage, updates and schedules see one batch. Every stream steps once per trainer step.
+
+A two-stream run, in full::
+
+    cfg = TrainConfig(
+        env=EnvConfig("MarlGrid-GoalCycle-7x7-3Agents-v0", num_envs=8),
+        roles={"agent_0": RoleConfig(), "agent_1": RoleConfig("scripted", policy="oracle"),
+               "agent_2": RoleConfig("scripted", policy="oracle")},
+        streams={"solo": StreamConfig(EnvConfig("MarlGrid-GoalCycle-7x7-v0", num_envs=8))},
+        agent=PPOConfig(), total_timesteps=100_000,
+    )
+    train(cfg, "runs/mixed")  # one PPO learner on 8 envs with experts and 8 alone
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from marlgrid.agents.arrays import obs_cat
+from marlgrid.agents.learner import Learner, Step, Teacher
+from marlgrid.agents.training.roles import RoleConfig
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, episode_metrics
+from marlgrid.agents.training.social_observer import SocialObserver
+
+MAIN_STREAM = "main"
+
+
+@dataclass
+class EnvStream:
+    """One env batch of a run with its groups and scripted policies (see the module docstring).
+
+    ``prefix`` goes before its metrics' names (empty for the main stream).
+    """
+
+    name: str
+    env_id: str
+    settings: dict[str, Any]
+    vec: Any
+    roles: dict[str, RoleConfig]
+    groups: list[PolicyGroup]
+    scripted: dict[str, Any]
+    social: SocialObserver | None = None
+    rollout: MultiAgentRollout | None = field(default=None, repr=False)
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.name == MAIN_STREAM else f"{self.name}/"
+
+    @property
+    def learners(self) -> dict[str, PolicyGroup]:
+        """Training groups by learner name."""
+        return {g.name: g for g in self.groups if g.train}
+
+    @property
+    def learner_columns(self) -> list[int]:
+        """Env columns of the agents its learners drive."""
+        agents = self.vec.possible_agents
+        return [agents.index(a) for g in self.learners.values() for a in g.agents]
+
+    def start(self, seed: int) -> MultiAgentRollout:
+        """Fresh episodes seeded by ``seed``: a new rollout over this stream, with the social
+        metrics where it has a marlgrid engine (built now: the rules set so far apply)."""
+        self.social = SocialObserver.for_roles(self.vec, self.groups, self.scripted)
+        observers = [self.social] if self.social is not None else []
+        self.rollout = MultiAgentRollout(
+            self.vec, self.groups, self.scripted, seed=seed, observers=observers
+        )
+        return self.rollout
+
+    def pop_metrics(self) -> dict[str, float]:
+        """Episode returns, lengths and social metrics of the episodes ended since the last call
+        (means over the learners' agents, and the return of every agent), prefixed."""
+        assert self.rollout is not None, "start the stream first"
+        columns = self.learner_columns
+        returns = self.rollout.pop_returns()
+        out = episode_metrics(returns, self.rollout.pop_lengths(), columns)
+        if self.social is not None:
+            out.update(self.social.pop(columns))
+        if len(returns):
+            for k, agent in enumerate(self.vec.possible_agents):
+                out[f"charts/return_{agent}"] = float(returns[:, k].mean())
+        return {f"{self.prefix}{k}": v for k, v in out.items()}
+
+
+class SlotJoin:
+    """Joins the steps of one learner's groups in several streams into one step per env step.
+
+    ``sizes``: the slots of each part, in stream order; :meth:`begin` makes the learner's
+    storage for their sum. Part ``k``'s recorder (:meth:`recorder`) takes that group's step;
+    once every part has given this env step's, the joined step reaches the learner.
+    """
+
+    def __init__(self, learner: Learner, sizes: Sequence[int]) -> None:
+        self.learner, self.num_slots = learner, int(sum(sizes))
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
+        self.parts: list[Step | None] = [None] * len(sizes)
+
+    def begin(self) -> None:
+        """Make the learner's storage for every part's slots (before the streams start)."""
+        self.parts = [None] * len(self.parts)
+        self.learner.begin(self.num_slots)
+
+    def recorder(self, part: int) -> Callable[[Step], None]:
+        def record(step: Step) -> None:
+            if self.parts[part] is not None:
+                raise RuntimeError(f"part {part} recorded twice before the others recorded once")
+            self.parts[part] = step
+            if all(p is not None for p in self.parts):
+                steps = [p for p in self.parts if p is not None]
+                self.parts = [None] * len(self.parts)
+                self.learner.record(join_steps(steps, self.offsets))
+
+        return record
+
+
+def join_steps(steps: Sequence[Step], offsets: Sequence[int]) -> Step:
+    """One :class:`Step` of the slots of ``steps`` in order (part ``k``'s slots from
+    ``offsets[k]`` on)."""
+    cat = torch.cat
+    finals = [s.final_obs for s in steps if s.final_obs is not None]
+    teachers = {
+        name: Teacher(
+            actions=cat([s.teachers[name].actions for s in steps]),
+            obs=obs_cat([s.teachers[name].obs for s in steps]),
+            valid=cat([s.teachers[name].valid for s in steps]),
+        )
+        for name in steps[0].teachers
+    }
+    return Step(
+        obs=obs_cat([s.obs for s in steps]),
+        resets=cat([s.resets for s in steps]),
+        state=cat([s.state for s in steps]),
+        actions=cat([s.actions for s in steps]),
+        extras={k: cat([s.extras[k] for s in steps]) for k in steps[0].extras},
+        rewards=cat([s.rewards for s in steps]),
+        terminations=cat([s.terminations for s in steps]),
+        truncations=cat([s.truncations for s in steps]),
+        valid=cat([s.valid for s in steps]),
+        next_obs=obs_cat([s.next_obs for s in steps]),
+        next_state=cat([s.next_state for s in steps]),
+        final_ids=cat([s.final_ids + off for s, off in zip(steps, offsets, strict=True)]),
+        final_obs=obs_cat(finals) if finals else None,
+        teachers=teachers or steps[0].teachers,  # the read-only empty one when none
+    )
