@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         import ray
         import torch
 
-        import marlgrid.rllib as mr
+        import marlgrid.adapters.rllib as mr
     except ModuleNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -1,10 +1,10 @@
 """Stable-Baselines3 PPO with parameter sharing on a small multi-agent marlgrid env.
 
-Every (env, agent) pair is one SB3 env slot of :class:`marlgrid.sb3.MarlGridVecEnv`, so one PPO
-policy acts for all agents. By default: 3 agents in an 8x8 empty room, ``respawn=True`` (an agent
-that reaches the goal is placed again at random and may score again), 64-step episodes. The
-script prints the mean return per agent and episode of a random policy and of the trained one,
-and can write a video of the trained agents.
+Every (env, agent) pair is one SB3 env slot of :class:`marlgrid.adapters.sb3.MarlGridVecEnv`, so one
+PPO policy acts for all agents. By default: 3 agents in an 8x8 empty room, ``respawn=True`` (an
+agent that reaches the goal is placed again at random and may score again), 64-step episodes. The
+script prints the mean return per agent and episode of a random policy and of the trained one, and
+can write a video of the trained agents.
 
     python experiments/sb3_ppo_example.py                       # about 1-2 minutes on 1 CPU
     python experiments/sb3_ppo_example.py --timesteps 200000 --video videos/ppo.mp4
@@ -22,7 +22,7 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecMonitor
 
-from marlgrid.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
+from marlgrid.adapters.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
 
 
 def parse_args() -> argparse.Namespace:
@@ -91,7 +91,7 @@ def main() -> None:
 
     if args.video:
         import marlgrid
-        from marlgrid.video import record_episode
+        from marlgrid.viewing.video import record_episode
 
         env = marlgrid.make(args.env, **settings)
 

@@ -499,11 +499,11 @@ class MarlGridEnv(ParallelEnv):
     def render(self) -> np.ndarray | None:
         if self.render_mode is None:
             return None
-        from marlgrid.rendering import render_frame
+        from marlgrid.viewing.rendering import render_frame
 
         frame = render_frame(self)
         if self.render_mode == "human":
-            from marlgrid.human import show
+            from marlgrid.viewing.human import show
 
             self._viewer = show(self._viewer, frame, self.metadata["render_fps"])
             return None

@@ -2,8 +2,8 @@
 
 :func:`resolve_policies` turns what a user passes into one policy per agent, :func:`policy_actions`
 gives one step's actions and :func:`run_episode` plays one episode of a PettingZoo marlgrid env.
-:mod:`marlgrid.video`, :mod:`marlgrid.record`, :mod:`marlgrid.play` and :mod:`marlgrid.wrappers`
-all use them. A policy is one of:
+:mod:`marlgrid.viewing.video`, :mod:`marlgrid.viewing.record`, :mod:`marlgrid.viewing.play` and
+:mod:`marlgrid.wrappers` all use them. A policy is one of:
 
 * a **name** of a scripted policy (``random``, ``oracle``, ``discoverer``), resolved into a fresh
   instance per agent;

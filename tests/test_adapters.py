@@ -20,7 +20,8 @@ from tests.conftest import HandMadeEnv  # noqa: E402
 
 EAST, SOUTH, WEST, NORTH = range(4)
 ENV_IDS = sorted(marlgrid.REGISTRY)
-#: SB3's checker notes that 7x7 views are too small for its default CnnPolicy (see marlgrid.sb3).
+#: SB3's checker notes that 7x7 views are too small for its default CnnPolicy
+#: (see marlgrid.adapters.sb3).
 SB3_SMALL_IMAGE = "minimal resolution for an image is 36x36"
 
 
@@ -100,7 +101,7 @@ def test_wrapper_seeding_is_reproducible():
 
 # -- Stable-Baselines3 adapter -------------------------------------------------------------
 
-sb3 = pytest.importorskip("marlgrid.sb3")
+sb3 = pytest.importorskip("marlgrid.adapters.sb3")
 
 
 def test_slots_and_shapes():
@@ -283,14 +284,14 @@ def test_ppo_learns_empty_5x5():
 def test_sb3_adapter_without_its_extra_names_the_install_command(monkeypatch, missing):
     import sys
 
-    monkeypatch.delitem(sys.modules, "marlgrid.sb3", raising=False)
+    monkeypatch.delitem(sys.modules, "marlgrid.adapters.sb3", raising=False)
     for name in [m for m in sys.modules if m == missing or m.startswith(missing + ".")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
     monkeypatch.setitem(sys.modules, missing, None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'marlgrid\[sb3\]'") as err:
-        import marlgrid.sb3  # noqa: F401
+        import marlgrid.adapters.sb3  # noqa: F401
     assert missing in str(err.value)
-    monkeypatch.delitem(sys.modules, "marlgrid.sb3", raising=False)
+    monkeypatch.delitem(sys.modules, "marlgrid.adapters.sb3", raising=False)
 
 
 def test_single_agent_env_with_a_joint_policy_for_the_others():

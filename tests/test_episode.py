@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import marlgrid
-import marlgrid.play
-import marlgrid.record
-import marlgrid.video
+import marlgrid.viewing.play
+import marlgrid.viewing.record
+import marlgrid.viewing.video
 import marlgrid.wrappers
 from marlgrid.constants import FORWARD, LEFT, RIGHT
 from marlgrid.episode import (
@@ -68,7 +68,7 @@ def test_resolution_makes_one_instance_per_agent_and_seeds_them():
 
 def test_policy_kinds_route_learners_away_from_the_scripted_call():
     assert policy_kind(make_policy("oracle")) == "scripted"
-    assert policy_kind(marlgrid.play.IdlePolicy()) == "scripted"
+    assert policy_kind(marlgrid.viewing.play.IdlePolicy()) == "scripted"
     assert policy_kind(Joint()) == "joint"
     assert policy_kind(Learner()) == "callable"
     assert policy_kind(lambda obs, agent: 0) == "callable"
@@ -81,7 +81,9 @@ def test_policy_kinds_route_learners_away_from_the_scripted_call():
         policy_kind(OnlyAct())
     env = marlgrid.make("MarlGrid-Empty-5x5-v0")
     obs, _ = env.reset(seed=0)
-    assert marlgrid.video.policy_action(Learner(), env, "agent_0", obs["agent_0"]) == FORWARD
+    assert (
+        marlgrid.viewing.video.policy_action(Learner(), env, "agent_0", obs["agent_0"]) == FORWARD
+    )
 
 
 def test_run_episode_with_every_kind_of_policy():
@@ -129,7 +131,7 @@ def test_same_seed_same_episode_through_every_front_end(tmp_path):
     direct = run_episode(env, policies, seed=3).returns
     again = run_episode(env, resolve_policies(env, "discoverer", seed=5), seed=3).returns
     assert direct == again
-    video = marlgrid.video.record_episode(
+    video = marlgrid.viewing.video.record_episode(
         env,
         resolve_policies(env, "discoverer", seed=5),
         tmp_path / "e.gif",
@@ -142,7 +144,7 @@ def test_same_seed_same_episode_through_every_front_end(tmp_path):
 def test_front_ends_share_the_episode_module():
     from marlgrid import episode
 
-    assert marlgrid.video.resolve_policies is episode.resolve_policies
-    assert marlgrid.video.policy_action is episode.policy_action
+    assert marlgrid.viewing.video.resolve_policies is episode.resolve_policies
+    assert marlgrid.viewing.video.policy_action is episode.policy_action
     assert marlgrid.wrappers.policy_actions is episode.policy_actions
     assert policy_action is episode.policy_action

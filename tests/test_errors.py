@@ -149,7 +149,7 @@ def test_step_needs_a_dict_of_actions(env, actions):
 
 
 def test_nothing_reads_the_world_before_reset():
-    from marlgrid.rendering import render_frame
+    from marlgrid.viewing.rendering import render_frame
 
     env = marlgrid.make(ENV_ID, render_mode="rgb_array")
     with pytest.raises(ActionError, match=r"step\(\) before reset\(\)"):

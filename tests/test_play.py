@@ -15,7 +15,7 @@ os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 import marlgrid  # noqa: E402
 from marlgrid.constants import DONE, DROP, FORWARD, LEFT, PICKUP, RIGHT, TOGGLE  # noqa: E402
-from marlgrid.play import Player, key_to_command, main  # noqa: E402
+from marlgrid.viewing.play import Player, key_to_command, main  # noqa: E402
 from tests.conftest import HandMadeEnv, place  # noqa: E402
 
 EAST, SOUTH, WEST, NORTH = range(4)
@@ -76,7 +76,7 @@ def test_status_bar_shows_rewards_and_prestige(player):
     lines = player.status_lines()
     assert any("prestige" in line for line in lines)
     assert lines[1].startswith(">agent_0")
-    assert frame.shape[0] > marlgrid.rendering.frame_shape(player.env)[0]
+    assert frame.shape[0] > marlgrid.viewing.rendering.frame_shape(player.env)[0]
     assert frame.dtype == np.uint8
 
 
@@ -91,7 +91,7 @@ def test_rewards_and_prestige_are_tracked():
 
 def test_fake_window_events_drive_the_agent(player):
     pygame = pytest.importorskip("pygame")
-    from marlgrid.human import Viewer
+    from marlgrid.viewing.human import Viewer
 
     viewer = Viewer()
     for key in (pygame.K_UP, pygame.K_UP, pygame.K_LEFT, pygame.K_SPACE, pygame.K_ESCAPE):
@@ -106,7 +106,7 @@ def test_fake_window_events_drive_the_agent(player):
 
 def test_closing_the_window_quits(player):
     pygame = pytest.importorskip("pygame")
-    from marlgrid.human import Viewer
+    from marlgrid.viewing.human import Viewer
 
     viewer = Viewer()
     pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_UP))
@@ -125,7 +125,7 @@ def test_main_in_process(capsys):
 def test_console_script_headless(tmp_path):
     pytest.importorskip("pygame")
     exe = shutil.which("marlgrid-play", path=os.path.dirname(sys.executable))
-    cmd = [exe] if exe else [sys.executable, "-m", "marlgrid.play"]
+    cmd = [exe] if exe else [sys.executable, "-m", "marlgrid.viewing.play"]
     env = {**os.environ, "SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
     args = ["MarlGrid-GoalCycle-13x13-3Agents-v0", "--seed", "0", "--policy", "oracle"]
     out = subprocess.run(

@@ -19,7 +19,7 @@ import marlgrid  # noqa: E402
 from marlgrid.atlas import get_atlas, prestige_rgb  # noqa: E402
 from marlgrid.config import DEFAULT_AGENT_COLORS  # noqa: E402
 from marlgrid.constants import AGENT, COLOR_TO_IDX, COLORS_RGB, FORWARD  # noqa: E402
-from marlgrid.rendering import (  # noqa: E402
+from marlgrid.viewing.rendering import (  # noqa: E402
     TINT_ALPHA,
     draw_text,
     frame_layout,
@@ -33,8 +33,9 @@ EAST, SOUTH, WEST, NORTH = range(4)
 
 def test_rendering_imports_nothing_heavy():
     code = (
-        "import sys, marlgrid, marlgrid.rendering, marlgrid.human, marlgrid.play, "
-        "marlgrid.record, marlgrid.video, marlgrid.wrappers; "
+        "import sys, marlgrid, marlgrid.viewing.rendering, marlgrid.viewing.human, "
+        "marlgrid.viewing.play, "
+        "marlgrid.viewing.record, marlgrid.viewing.video, marlgrid.wrappers; "
         "print([m for m in ('torch', 'pygame', 'imageio', 'imageio_ffmpeg', "
         "'stable_baselines3') if m in sys.modules])"
     )
@@ -289,7 +290,7 @@ def test_human_mode_window_and_closing():
 
 def test_human_mode_is_paced_by_render_fps():
     pytest.importorskip("pygame")
-    from marlgrid.human import Viewer
+    from marlgrid.viewing.human import Viewer
 
     frame = np.zeros((32, 48, 3), dtype=np.uint8)
     viewer = Viewer()

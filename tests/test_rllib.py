@@ -56,7 +56,7 @@ def test_import_marlgrid_does_not_import_ray():
 def test_missing_extra_names_the_install_command():
     code = (
         "import sys; sys.modules['ray'] = None\n"
-        "try:\n    import marlgrid.rllib\n"
+        "try:\n    import marlgrid.adapters.rllib\n"
         "except ModuleNotFoundError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -68,7 +68,7 @@ def test_missing_extra_names_the_install_command():
 
 @pytest.fixture(scope="module")
 def mr():
-    """``marlgrid.rllib`` with a local loopback Ray of 2 CPUs running (module scope)."""
+    """``marlgrid.adapters.rllib`` with a local loopback Ray of 2 CPUs running (module scope)."""
     if not _has_rllib():
         pytest.skip("needs the extra ray: pip install -e '.[ray]'")
     temp = tempfile.mkdtemp(prefix="mgrl", dir="/tmp")
@@ -78,7 +78,7 @@ def mr():
         import ray
         import torch
 
-        import marlgrid.rllib as module
+        import marlgrid.adapters.rllib as module
 
         torch.set_num_threads(1)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)

@@ -14,8 +14,8 @@ iio = pytest.importorskip("imageio.v3")
 pytest.importorskip("imageio_ffmpeg")
 
 import marlgrid  # noqa: E402
-from marlgrid.rendering import frame_shape  # noqa: E402
-from marlgrid.video import (  # noqa: E402
+from marlgrid.viewing.rendering import frame_shape  # noqa: E402
+from marlgrid.viewing.video import (  # noqa: E402
     EpisodeRecorder,
     RecordEpisodes,
     VideoFile,
@@ -151,7 +151,7 @@ def test_record_episodes_wrapper(tmp_path):
 
 def test_marlgrid_record_writes_playable_mp4s(tmp_path):
     exe = shutil.which("marlgrid-record", path=os.path.dirname(sys.executable))
-    cmd = [exe] if exe else [sys.executable, "-m", "marlgrid.record"]
+    cmd = [exe] if exe else [sys.executable, "-m", "marlgrid.viewing.record"]
     env_id = "MarlGrid-GoalCycle-13x13-3Agents-v0"
     args = [env_id, "--policy", "oracle", "--episodes", "3", "--out", str(tmp_path / "videos")]
     out = subprocess.run(
@@ -171,7 +171,7 @@ def test_marlgrid_record_writes_playable_mp4s(tmp_path):
 
 
 def _record(*args: str) -> int:
-    from marlgrid.record import main
+    from marlgrid.viewing.record import main
 
     small = ["--format", "gif", "--tile-size", "4", "--no-views", "--max-steps", "3"]
     return main(["MarlGrid-Empty-5x5-v0", *small, *args])
@@ -211,6 +211,8 @@ def test_marlgrid_record_never_overwrites_without_overwrite(tmp_path, capsys):
     assert (
         "--overwrite"
         in subprocess.run(
-            [sys.executable, "-m", "marlgrid.record", "--help"], capture_output=True, text=True
+            [sys.executable, "-m", "marlgrid.viewing.record", "--help"],
+            capture_output=True,
+            text=True,
         ).stdout
     )

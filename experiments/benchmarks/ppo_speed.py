@@ -187,7 +187,7 @@ def make_sb3_env(env: str, s: Settings) -> Any:
         from stable_baselines3.common.env_util import make_vec_env
 
         return make_vec_env("CartPole-v1", n_envs=s.num_envs, seed=s.seed)
-    from marlgrid.sb3 import MarlGridVecEnv
+    from marlgrid.adapters.sb3 import MarlGridVecEnv
 
     venv = MarlGridVecEnv(MARLGRID_ID, num_envs=s.num_envs)
     venv.seed(s.seed)
@@ -238,8 +238,8 @@ class Ours(Line):
         network = NetworkConfig(
             memory="lstm" if "lstm" in line else "gru",
             hidden_size=s.hidden,
-            # marlgrid: the SB3 lines' extractor (marlgrid.sb3.SymbolicGridExtractor): 8-wide
-            # embeddings, 2x2 convs of 32 and 64 channels without padding, 128 features
+            # marlgrid: the SB3 lines' extractor (marlgrid.adapters.sb3.SymbolicGridExtractor):
+            # 8-wide embeddings, 2x2 convs of 32 and 64 channels without padding, 128 features
             trunk_sizes=() if env == "cartpole" else (FEATURES_DIM,),
             head_sizes=(s.hidden,),
             conv_channels=(32, 64),
@@ -349,7 +349,7 @@ class SB3(Line):
         if env == "cartpole":
             policy_kwargs: dict[str, Any] = {}
         else:
-            from marlgrid.sb3 import symbolic_policy_kwargs
+            from marlgrid.adapters.sb3 import symbolic_policy_kwargs
 
             policy_kwargs = symbolic_policy_kwargs(FEATURES_DIM)
         if line.startswith("rppo"):

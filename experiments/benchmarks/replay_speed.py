@@ -438,8 +438,9 @@ class OursDRQN(DRQNLine):
             if env == "cartpole"
             else marlgrid.make_vec(DRQN_MARLGRID_ID, s.num_envs)
         )
-        # marlgrid: the encoder of marlgrid.sb3.SymbolicGridExtractor (8-wide embeddings, 2x2
-        # convs of 32 and 64 channels without padding); its Linear + ReLU to 128 is our trunk
+        # marlgrid: the encoder of marlgrid.adapters.sb3.SymbolicGridExtractor (8-wide
+        # embeddings, 2x2 convs of 32 and 64 channels without padding); its Linear + ReLU to 128
+        # is our trunk
         network = NetworkConfig(
             memory=memory,
             hidden_size=s.hidden,
@@ -498,8 +499,8 @@ class OursDRQN(DRQNLine):
 
 
 class SB3DQN(DRQNLine):
-    """stable_baselines3.DQN (MlpPolicy; on marlgrid with marlgrid.sb3's SymbolicGridExtractor),
-    continued by ``learn(steps, reset_num_timesteps=False)``."""
+    """stable_baselines3.DQN (MlpPolicy; on marlgrid with marlgrid.adapters.sb3's
+    SymbolicGridExtractor), continued by ``learn(steps, reset_num_timesteps=False)``."""
 
     def __init__(self, env: str, s: DRQNSettings) -> None:
         import torch
@@ -512,7 +513,7 @@ class SB3DQN(DRQNLine):
         if env == "cartpole":
             venv = make_vec_env("CartPole-v1", n_envs=s.num_envs, seed=s.seed)
         else:
-            from marlgrid.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
+            from marlgrid.adapters.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
 
             venv = VecMonitor(MarlGridVecEnv(DRQN_MARLGRID_ID, num_envs=s.num_envs))
             venv.seed(s.seed)

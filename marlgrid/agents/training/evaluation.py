@@ -110,7 +110,7 @@ def record_groups_video(
     """Play one greedy episode of ``groups`` and ``scripted`` policies in a fresh ``env_id``
     env seeded with ``seed``; write it as a video to ``path``."""
     from marlgrid.policies import act as scripted_act
-    from marlgrid.video import VideoFile
+    from marlgrid.viewing.video import VideoFile
 
     if not is_marlgrid_id(env_id):
         raise ConfigError(f"videos need a marlgrid env; {env_id!r} has no renderer")

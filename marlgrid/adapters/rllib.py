@@ -1,6 +1,6 @@
 """Ray RLlib adapter: every marlgrid id as an RLlib multi-agent env, with PPO configs to match.
 
->>> import marlgrid.rllib as mr                    # registers every marlgrid id with RLlib
+>>> import marlgrid.adapters.rllib as mr                    # registers every marlgrid id with RLlib
 >>> config = mr.ppo_config("MarlGrid-GoalCycle-13x13-3Agents-v0", shared=True)
 >>> algo = config.build_algo()
 >>> algo.train()
@@ -52,7 +52,8 @@ except ModuleNotFoundError as err:
     if (err.name or "").split(".")[0] not in ("ray", "tree", "pandas", "pyarrow", "scipy"):
         raise
     raise ModuleNotFoundError(
-        f"marlgrid.rllib needs Ray RLlib ({err.name} is missing): pip install 'marlgrid[ray]'",
+        f"marlgrid.adapters.rllib needs Ray RLlib ({err.name} is missing): "
+        "pip install 'marlgrid[ray]'",
         name=err.name,
     ) from err
 

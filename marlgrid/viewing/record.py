@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from marlgrid.play import add_set_option, parse_overrides
+from marlgrid.viewing.play import add_set_option, parse_overrides
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 
@@ -131,8 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import marlgrid
     from marlgrid.episode import resolve_policies, run_episode
     from marlgrid.policies import POLICIES
-    from marlgrid.rendering import render_frame
-    from marlgrid.video import EpisodeRecorder
+    from marlgrid.viewing.rendering import render_frame
+    from marlgrid.viewing.video import EpisodeRecorder
 
     args = build_parser().parse_args(argv)
     target, fmt, _ = output_paths(args)

@@ -1,10 +1,10 @@
 """Full-map frames: the whole map, each agent's field of view, and a column of the agents' views.
 
 ``render_frame(env)`` returns a fresh ``(H, W, 3)`` uint8 picture. Everything is drawn from the tile
-atlas of :mod:`marlgrid.atlas`, the one that RGB observations use: the map is one gather of tiles by
-cell code, fields of view are tinted tile by tile, agents are stamped with the atlas's antialiased
-triangle, and each agent's own view is drawn by the same ``to_rgb`` kernel as its RGB observation.
-The static parts (background, labels) and the map's tiles are cached between frames.
+atlas of :mod:`marlgrid.atlas`, the one that RGB observations use: the map is one gather of
+tiles by cell code, fields of view are tinted tile by tile, agents are stamped with the atlas's
+antialiased triangle, and each agent's own view is drawn by the same ``to_rgb`` kernel as its RGB
+observation. The static parts (background, labels) and the map's tiles are cached between frames.
 
 Options (keyword arguments of :func:`render_frame`, else attributes of the env, else defaults):
 

@@ -43,7 +43,8 @@ __all__ = [
 
 FORMATS = ("mp4", "gif")
 MACRO_BLOCK = 16
-#: Color of the padding added to mp4 frames (the frame background of :mod:`marlgrid.rendering`).
+#: Color of the padding added to mp4 frames (the frame background of
+#: :mod:`marlgrid.viewing.rendering`).
 PAD_RGB = (24, 24, 28)
 
 
@@ -335,7 +336,7 @@ def record_episode(
     learner). The video holds the reset frame and one frame per step (``steps + 1`` frames).
     Returns each agent's return.
     """
-    from marlgrid.rendering import render_frame
+    from marlgrid.viewing.rendering import render_frame
 
     chosen = resolve_policies(env, policies)
     fps = fps or env.metadata.get("render_fps", 8)
@@ -367,7 +368,7 @@ class RecordEpisodes:
 
     def _capture(self) -> None:
         if self.recorder.recording:
-            from marlgrid.rendering import render_frame
+            from marlgrid.viewing.rendering import render_frame
 
             self.recorder.add_frame(render_frame(self.env, **self.render_kwargs))
 

@@ -2,7 +2,7 @@
 
 >>> from stable_baselines3 import PPO
 >>> from stable_baselines3.common.vec_env import VecMonitor
->>> from marlgrid.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
+>>> from marlgrid.adapters.sb3 import MarlGridVecEnv, symbolic_policy_kwargs
 >>> venv = VecMonitor(MarlGridVecEnv("MarlGrid-Empty-8x8-3Agents-v0", num_envs=8, respawn=True))
 >>> model = PPO("MlpPolicy", venv, policy_kwargs=symbolic_policy_kwargs())
 
@@ -64,7 +64,7 @@ except ModuleNotFoundError as err:
     if (err.name or "").split(".")[0] not in ("torch", "stable_baselines3"):
         raise
     raise ModuleNotFoundError(
-        f"marlgrid.sb3 needs stable-baselines3 and torch ({err.name} is missing): "
+        f"marlgrid.adapters.sb3 needs stable-baselines3 and torch ({err.name} is missing): "
         "pip install 'marlgrid[sb3]'",
         name=err.name,
     ) from err
@@ -193,8 +193,8 @@ class MarlGridVecEnv(VecEnv):
         return [False for _ in self._get_indices(indices)]
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        """The frame of each slot's env (:func:`marlgrid.rendering.render_frame`)."""
-        from marlgrid.rendering import render_frame
+        """The frame of each slot's env (:func:`marlgrid.viewing.rendering.render_frame`)."""
+        from marlgrid.viewing.rendering import render_frame
 
         frames = [render_frame(self.engine, index=i) for i in range(self.n_marl_envs)]
         return [frames[i // self.n_agents] for i in range(self.num_envs)]

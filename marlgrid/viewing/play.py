@@ -84,13 +84,13 @@ class Player:
 
     Args:
         env: a PettingZoo marlgrid env (any render mode; frames come from
-            :func:`marlgrid.rendering.render_frame`).
+            :func:`marlgrid.viewing.rendering.render_frame`).
         agent: the agent the keyboard drives.
         policy: scripted policy name for the others (``random``, ``oracle``, ``discoverer``,
             ``idle``, or ``auto``: oracle on goal-cycle envs, else random).
         seed: seed of the first episode (later resets continue the env's generator).
         verbose: print rewards and episode returns.
-        render_kwargs: options of :func:`marlgrid.rendering.render_frame`.
+        render_kwargs: options of :func:`marlgrid.viewing.rendering.render_frame`.
         title: window title.
     """
 
@@ -203,7 +203,7 @@ class Player:
 
     def frame(self) -> np.ndarray:
         """The env's frame with the status bar below it."""
-        from marlgrid.rendering import BACKGROUND, draw_text, render_frame, text_width
+        from marlgrid.viewing.rendering import BACKGROUND, draw_text, render_frame, text_width
 
         top = render_frame(self.env, **self.render_kwargs)
         lines = self.status_lines()
@@ -219,7 +219,7 @@ class Player:
 
     def run(self, viewer: Any = None, keys: Sequence[str] | None = None) -> None:
         """Show the game and process keys until quit: from the window, or ``keys`` if given."""
-        from marlgrid.human import Viewer
+        from marlgrid.viewing.human import Viewer
 
         viewer = viewer or Viewer(f"marlgrid-play: {self.title}")
         try:
