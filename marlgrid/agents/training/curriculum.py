@@ -251,7 +251,7 @@ class CurriculumCallback(Callback):
         self.current: dict[str, Any] = {}  # rule -> value set on the envs
 
     def check(self, trainer: TrainerView) -> None:
-        for vec in getattr(trainer, "stream_envs", [trainer.vec]):
+        for vec in trainer.stream_envs:
             self.check_env(vec)
 
     def check_env(self, vec: Any) -> None:
