@@ -11,10 +11,10 @@ storage, updates and schedules see one batch. Every stream steps once per traine
 A two-stream run, in full::
 
     cfg = TrainConfig(
-        env=EnvConfig("MarlGrid-GoalCycle-7x7-3Agents-v0", num_envs=8),
+        env=EnvConfig("MarlGrid-GoalCycle-13x13-3Agents-v0", num_envs=8),
         roles={"agent_0": RoleConfig(), "agent_1": RoleConfig("scripted", policy="oracle"),
                "agent_2": RoleConfig("scripted", policy="oracle")},
-        streams={"solo": StreamConfig(EnvConfig("MarlGrid-GoalCycle-7x7-v0", num_envs=8))},
+        streams={"solo": StreamConfig(EnvConfig("MarlGrid-GoalCycle-13x13-v0", num_envs=8))},
         agent=PPOConfig(), total_timesteps=100_000,
     )
     train(cfg, "runs/mixed")  # one PPO learner on 8 envs with experts and 8 alone
