@@ -233,6 +233,28 @@ def check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
+def check_registered_entry(
+    name: str, entry: Any, fields: Sequence[str], pick: str, registry: Mapping[str, Any], what: str
+) -> Any:
+    """A config entry naming a registered component: ``entry`` must be a mapping with keys from
+    ``fields`` whose ``pick`` key is in ``registry`` (a registered ``what``) and whose ``options``
+    (if given) is a mapping. Returns ``entry[pick]``."""
+    listed = ", ".join(fields)
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{name} must be a mapping {{{listed}}}, got {entry!r}")
+    unknown = sorted(set(entry) - set(fields))
+    if unknown:
+        raise ConfigError(f"{name} has unknown keys {unknown}; allowed: {listed}")
+    value = entry.get(pick)
+    if value not in registry:
+        raise ConfigError(
+            f"{name}.{pick} must be a registered {what}, one of {sorted(registry)}, got {value!r}"
+        )
+    if not isinstance(entry.get("options", {}), Mapping):
+        raise ConfigError(f"{name}.options must be a mapping, got {entry['options']!r}")
+    return value
+
+
 def check_names(name: str, value: Any, allowed: Sequence[str]) -> tuple[str, ...]:
     """``value`` (a list or tuple of distinct names from ``allowed``) as a tuple."""
     if isinstance(value, str | bytes | Mapping) or not isinstance(

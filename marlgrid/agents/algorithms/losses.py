@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from marlgrid.agents.arrays import Obs, obs_index
-from marlgrid.config import ConfigError, check_float
+from marlgrid.config import ConfigError, check_float, check_registered_entry
 
 if TYPE_CHECKING:
     from marlgrid.agents.networks.registry import NetOutput
@@ -146,17 +146,8 @@ def check_loss_terms(
     seen: set[str] = set()
     for i, entry in enumerate(entries):
         at = f"{key}[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"{at} must be a mapping {{name, coef, options}}, got {entry!r}")
-        unknown = sorted(set(entry) - {"name", "coef", "options"})
-        if unknown:
-            raise ConfigError(f"{at} has unknown keys {unknown}; allowed: name, coef, options")
-        name = entry.get("name")
-        if name not in LOSS_TERMS:
-            raise ConfigError(
-                f"{at}.name must be a registered loss term, one of {sorted(LOSS_TERMS)}, "
-                f"got {name!r}"
-            )
+        fields = ("name", "coef", "options")
+        name = check_registered_entry(at, entry, fields, "name", LOSS_TERMS, "loss term")
         if name in reserved:
             raise ConfigError(
                 f"{at}.name {name!r} is taken by the algorithm's own logs {sorted(reserved)}"
@@ -165,8 +156,6 @@ def check_loss_terms(
             raise ConfigError(f"{at}.name {name!r} is configured twice")
         seen.add(name)
         check_float(f"{at}.coef", entry.get("coef", 1.0))
-        if not isinstance(entry.get("options", {}), Mapping):
-            raise ConfigError(f"{at}.options must be a mapping, got {entry['options']!r}")
 
 
 def build_loss_terms(

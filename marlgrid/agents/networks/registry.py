@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, TypeVar
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from marlgrid.config import ConfigError
+from marlgrid.config import ConfigError, check_registered_entry
 
 __all__ = [
     "HEADS",
@@ -107,18 +107,7 @@ def check_extra_heads(spec: Any, key: str = "network.extra_heads") -> None:
     for name, entry in spec.items():
         if not isinstance(name, str) or not name or "." in name:
             raise ConfigError(f"{key} names must be non-empty strings without '.', got {name!r}")
-        if not isinstance(entry, Mapping):
-            raise ConfigError(f"{key}.{name} must be a mapping {{kind, options}}, got {entry!r}")
-        unknown = sorted(set(entry) - {"kind", "options"})
-        if unknown:
-            raise ConfigError(f"{key}.{name} has unknown keys {unknown}; allowed: kind, options")
-        kind = entry.get("kind")
-        if kind not in HEADS:
-            raise ConfigError(
-                f"{key}.{name}.kind must be a registered head, one of {sorted(HEADS)}, got {kind!r}"
-            )
-        if not isinstance(entry.get("options", {}), Mapping):
-            raise ConfigError(f"{key}.{name}.options must be a mapping, got {entry['options']!r}")
+        check_registered_entry(f"{key}.{name}", entry, ("kind", "options"), "kind", HEADS, "head")
 
 
 def check_network_kind(name: Any, key: str = "agent.network_kind") -> None:
