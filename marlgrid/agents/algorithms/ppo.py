@@ -1,16 +1,14 @@
 """Recurrent PPO (any memory core) with hidden-state refreshing.
 
-Reads top to bottom:
-
-1. :func:`ppo_loss`, pure math tested against hand computations (GAE is in
-   :mod:`marlgrid.agents.returns`);
-2. :class:`PPO`, the learner (:class:`~marlgrid.agents.learner.Learner` protocol): ``act``,
-   ``record`` into its :class:`~marlgrid.agents.storage.rollout_buffer.RolloutBuffer`, ``ready``
-   when the rollout is full, ``update`` (minibatches of trajectory chunks, hidden-state refreshing,
-   KL early stopping, optional hard KL limit with rollback) and checkpoints.
+:class:`PPO` is the learner (:class:`~marlgrid.agents.learner.Learner` protocol): ``act``,
+``record`` into its :class:`~marlgrid.agents.storage.rollout_buffer.RolloutBuffer`, ``ready``
+when the rollout is full, ``update`` (minibatches of trajectory chunks, hidden-state refreshing,
+KL early stopping, optional hard KL limit with rollback) and checkpoints.
 
 The hyperparameters, :class:`PPOConfig` (the network's are a nested
-:class:`~marlgrid.agents.networks.NetworkConfig`), live in :mod:`.ppo_config` with their checks.
+:class:`~marlgrid.agents.networks.NetworkConfig`), live in :mod:`.ppo_config` with their checks;
+the clipped loss, :func:`ppo_loss`, pure math tested against hand computations, in
+:mod:`.ppo_loss` (GAE is in :mod:`marlgrid.agents.returns`).
 
 Extension points. The network is built by name (``PPOConfig.network_kind``, default
 ``"actor_critic"``; :mod:`marlgrid.agents.networks.registry`, also for extra heads), and the
@@ -39,7 +37,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -49,6 +47,7 @@ from torch import Tensor
 
 from marlgrid.agents.algorithms.losses import MiniBatch, build_loss_terms
 from marlgrid.agents.algorithms.ppo_config import PPO_LOGS, PPOConfig
+from marlgrid.agents.algorithms.ppo_loss import explained_variance, ppo_loss
 from marlgrid.agents.algorithms.refresh import refresh_rollout
 from marlgrid.agents.arrays import Obs, obs_index
 from marlgrid.agents.learner import Action, Step, register_learner
@@ -59,87 +58,6 @@ from marlgrid.agents.returns import compute_gae
 from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 
 __all__ = ["PPO", "PPOConfig", "RolloutBuffer", "compute_gae", "explained_variance", "ppo_loss"]
-
-# --------------------------------------------------------------------------------------------------
-# 1. Loss
-# --------------------------------------------------------------------------------------------------
-
-
-def ppo_loss(
-    new_logp: Tensor,
-    old_logp: Tensor,
-    adv: Tensor,
-    new_values: Tensor,
-    old_values: Tensor,
-    returns: Tensor,
-    entropy: Tensor,
-    mask: Tensor,
-    clip: float,
-    clip_vloss: bool,
-    vf_coef: float,
-    ent_coef: float,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """Clipped PPO loss; every term is averaged over the steps where ``mask`` is true.
-
-    Padding steps (``mask`` false) are replaced by zeros with ``torch.where`` before any arithmetic
-    and excluded from every mean, so whatever they hold (even NaN) changes neither the terms nor
-    the gradients. ``loss = pg_loss - ent_coef * entropy + vf_coef * v_loss`` with
-
-    - ``pg_loss = mean(max(-adv * ratio, -adv * clamp(ratio, 1 - clip, 1 + clip)))``;
-    - ``v_loss = 0.5 * mean(max((v - R)^2, (v_old + clamp(v - v_old, -clip, clip) - R)^2))``
-      (``0.5 * mean((v - R)^2)`` without ``clip_vloss``);
-    - ``approx_kl = mean((ratio - 1) - log ratio)``; ``clipfrac = mean(|ratio - 1| > clip)``.
-
-    Returns ``(loss, terms)`` with terms ``policy_loss, value_loss, entropy, approx_kl, clipfrac``.
-    """
-    mask = mask.bool()
-    mean: Callable[[Tensor], Tensor]
-    if bool(mask.all()):  # no padding (the usual case): plain means, fewer autograd nodes
-        mean = torch.mean
-    else:
-        n = mask.sum().clamp(min=1)
-        zero = new_logp.new_zeros(())
-
-        def clean(x: Tensor) -> Tensor:
-            return torch.where(mask, x, zero)
-
-        def mean(x: Tensor) -> Tensor:
-            return clean(x).sum() / n
-
-        new_logp, old_logp, adv, entropy = map(clean, (new_logp, old_logp, adv, entropy))
-        new_values, old_values, returns = map(clean, (new_values, old_values, returns))
-    logratio = new_logp - old_logp
-    ratio = logratio.exp()
-    pg_loss = mean(torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)))
-    v_err = (new_values - returns).square()
-    if clip_vloss:
-        v_clipped = old_values + (new_values - old_values).clamp(-clip, clip)
-        v_err = torch.max(v_err, (v_clipped - returns).square())
-    v_loss = 0.5 * mean(v_err)
-    ent = mean(entropy)
-    loss = pg_loss - ent_coef * ent + vf_coef * v_loss
-    with torch.no_grad():
-        approx_kl = mean((ratio - 1.0) - logratio)
-        clipfrac = mean(((ratio - 1.0).abs() > clip).to(ratio.dtype))
-    terms = {
-        "policy_loss": pg_loss.detach(),
-        "value_loss": v_loss.detach(),
-        "entropy": ent.detach(),
-        "approx_kl": approx_kl,
-        "clipfrac": clipfrac,
-    }
-    return loss, terms
-
-
-def explained_variance(pred: Tensor, target: Tensor) -> float:
-    """``1 - Var(target - pred) / Var(target)``; NaN when the target is constant."""
-    var = target.var()
-    return float("nan") if var.item() == 0 else float(1.0 - (target - pred).var() / var)
-
-
-# --------------------------------------------------------------------------------------------------
-# 2. Learner
-# --------------------------------------------------------------------------------------------------
 
 
 class PPO:

@@ -1,4 +1,5 @@
-"""Env streams: several env batches whose steps reach the same learners.
+"""Env streams: several env batches whose steps reach the same learners; :func:`build_streams`
+builds a run's streams from its config.
 
 A run trains on its main stream (``env`` and ``roles`` of the
 :class:`~marlgrid.agents.training.train_config.TrainConfig`) and on any number of named
@@ -31,9 +32,17 @@ import torch
 
 from marlgrid.agents.arrays import obs_cat
 from marlgrid.agents.learner import Learner, Step, Teacher
-from marlgrid.agents.training.roles import RoleConfig
+from marlgrid.agents.training.env_sources import make_env_source
+from marlgrid.agents.training.roles import RoleConfig, build_groups, resolve_roles
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, episode_metrics
 from marlgrid.agents.training.social_observer import SocialObserver
+from marlgrid.agents.training.train_config import (
+    StreamConfig,
+    TrainConfig,
+    as_stream,
+    validate_learners,
+)
+from marlgrid.config import ConfigError
 
 MAIN_STREAM = "main"
 
@@ -155,3 +164,85 @@ def join_steps(steps: Sequence[Step], offsets: Sequence[int]) -> Step:
         final_obs=obs_cat(finals) if finals else None,
         teachers=teachers or steps[0].teachers,  # the read-only empty one when none
     )
+
+
+def build_streams(
+    cfg: TrainConfig, configs: dict[str, Any]
+) -> tuple[list[EnvStream], list[SlotJoin]]:
+    """The main stream and ``cfg.streams``, and the joins of the learners driven in several
+    (each records through a :class:`SlotJoin`); learners are built once and shared. Every
+    setting that a stream cannot honour raises :class:`~marlgrid.config.ConfigError` here,
+    before anything is written."""
+    specs = [(MAIN_STREAM, cfg.env, cfg.roles)]
+    specs += [(name, s.env, s.roles) for name, s in map(_named_stream, cfg.streams.items())]
+    streams: list[EnvStream] = []
+    shared: dict[str, Any] = {}
+    for name, env, role_cfg in specs:
+        where = "" if name == MAIN_STREAM else f"streams.{name}: "
+        try:
+            vec = make_env_source(env.id, env.num_envs, env.settings)
+            roles = resolve_roles(role_cfg, vec.possible_agents, sorted(configs))
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(f"{where}{exc}") from None
+        streams.append(EnvStream(name, env.id, dict(env.settings), vec, roles, [], {}))
+    _check_shared_spaces(streams)
+    slots: dict[str, int] = {}  # learner -> slots it drives over every stream
+    for stream in streams:
+        for role in stream.roles.values():
+            if role.kind == "learner":
+                slots[role.learner] = slots.get(role.learner, 0) + stream.vec.num_envs
+    validate_learners(configs, slots)
+    for stream in streams:
+        stream.groups, stream.scripted = build_groups(
+            stream.roles, stream.vec, configs, cfg.seed, shared=shared
+        )
+        shared.update({g.name: g.learner for g in stream.groups if g.train})
+        _check_teachers(stream)
+    joins: list[SlotJoin] = []
+    for name in slots:
+        parts = [(s, g) for s in streams for g in s.groups if g.train and g.name == name]
+        if len(parts) > 1:
+            join = SlotJoin(shared[name], [s.vec.num_envs * len(g.agents) for s, g in parts])
+            for part, (_, g) in enumerate(parts):
+                g.recorder = join.recorder(part)
+            joins.append(join)
+    return streams, joins
+
+
+def _check_shared_spaces(streams: list[EnvStream]) -> None:
+    """A learner driven in several streams must see the same spaces in each."""
+    seen: dict[str, tuple[str, str, str]] = {}  # learner -> (stream, observation, action space)
+    for stream in streams:
+        for agent, role in stream.roles.items():
+            if role.kind != "learner":
+                continue
+            spaces = (
+                str(stream.vec.single_observation_space(agent)),
+                str(stream.vec.single_action_space(agent)),
+            )
+            first = seen.setdefault(role.learner, (stream.name, *spaces))
+            if first[1:] != spaces:
+                raise ConfigError(
+                    f"streams.{stream.name}: learner {role.learner!r} drives {agent} with "
+                    f"observations {spaces[0]} and actions {spaces[1]}, but in stream "
+                    f"{first[0]!r} with {first[1]} and {first[2]}; a shared learner needs the "
+                    "same spaces in every stream"
+                )
+
+
+def _check_teachers(stream: EnvStream) -> None:
+    """Every teacher a learner asks for is an agent of the stream's env."""
+    agents = stream.vec.possible_agents
+    for g in stream.groups:
+        unknown = sorted(set(g.teachers) - set(agents))
+        if unknown:
+            where = "" if stream.name == MAIN_STREAM else f"streams.{stream.name}: "
+            raise ConfigError(
+                f"{where}learner {g.name!r} asks for teachers {unknown}, which are not agents "
+                f"of {stream.env_id}; its agents are {list(agents)}"
+            )
+
+
+def _named_stream(item: tuple[str, Any]) -> tuple[str, StreamConfig]:
+    name, value = item
+    return name, as_stream(value)

@@ -29,7 +29,6 @@ env streams (``streams``, :mod:`marlgrid.agents.training.streams`). Safety rules
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import time
@@ -55,26 +54,22 @@ from marlgrid.agents.training.checkpoint import (
     save_checkpoint,
 )
 from marlgrid.agents.training.curriculum import CurriculumCallback
-from marlgrid.agents.training.env_sources import make_env_source
-from marlgrid.agents.training.logger import Logger
-from marlgrid.agents.training.roles import RoleConfig, build_groups, resolve_roles
+from marlgrid.agents.training.logger import Logger, last_logged, progress_bar, show_progress
+from marlgrid.agents.training.roles import RoleConfig
 from marlgrid.agents.training.run_dir import RunLock, StopRequest
 from marlgrid.agents.training.saved_run import write_run_config
-from marlgrid.agents.training.streams import MAIN_STREAM, EnvStream, SlotJoin
+from marlgrid.agents.training.streams import build_streams
 from marlgrid.agents.training.train_config import (
     EnvConfig,
     LoggerConfig,
     StreamConfig,
     TrainConfig,
     ValidatingConfig,
-    as_stream,
     identity,
     identity_defaults,
     iteration_steps,
     learner_configs,
-    validate_learners,
 )
-from marlgrid.config import ConfigError
 
 __all__ = [
     "EnvConfig",
@@ -125,7 +120,7 @@ class Trainer:
         self.stop = stop or StopRequest()
         self.log = _run_logger()
         torch.set_num_threads(cfg.torch_threads)
-        self.streams = self._build_streams(configs)
+        self.streams, self.joins = build_streams(cfg, configs)
         main = self.streams[0]
         self.vec, self.roles = main.vec, main.roles
         self.groups, self.scripted = main.groups, main.scripted
@@ -150,46 +145,6 @@ class Trainer:
             defaults.append(CurriculumCallback(cfg.curriculum))
         self.callbacks = CallbackList([*defaults, *callbacks])
         self.callbacks.check(self)
-
-    def _build_streams(self, configs: dict[str, Any]) -> list[EnvStream]:
-        """The main stream and ``cfg.streams``; learners are built once and shared, and a learner
-        driven in several streams records through a :class:`SlotJoin`."""
-        cfg = self.cfg
-        specs = [(MAIN_STREAM, cfg.env, cfg.roles)]
-        specs += [(name, s.env, s.roles) for name, s in map(_named_stream, cfg.streams.items())]
-        streams: list[EnvStream] = []
-        shared: dict[str, Any] = {}
-        for name, env, role_cfg in specs:
-            where = "" if name == MAIN_STREAM else f"streams.{name}: "
-            try:
-                vec = make_env_source(env.id, env.num_envs, env.settings)
-                roles = resolve_roles(role_cfg, vec.possible_agents, sorted(configs))
-            except (ConfigError, TypeError) as exc:
-                raise ConfigError(f"{where}{exc}") from None
-            streams.append(EnvStream(name, env.id, dict(env.settings), vec, roles, [], {}))
-        _check_shared_spaces(streams)
-        slots: dict[str, list[int]] = {}
-        for stream in streams:
-            for role in stream.roles.values():
-                if role.kind == "learner":
-                    per_stream = slots.setdefault(role.learner, [0] * len(streams))
-                    per_stream[streams.index(stream)] += stream.vec.num_envs
-        validate_learners(configs, {k: sum(v) for k, v in slots.items()})
-        for stream in streams:
-            stream.groups, stream.scripted = build_groups(
-                stream.roles, stream.vec, configs, cfg.seed, shared=shared
-            )
-            shared.update({g.name: g.learner for g in stream.groups if g.train})
-            _check_teachers(stream)
-        self.joins: list[SlotJoin] = []  # learners driven in several streams
-        for name in slots:
-            parts = [(s, g) for s in streams for g in s.groups if g.train and g.name == name]
-            if len(parts) > 1:
-                join = SlotJoin(shared[name], [s.vec.num_envs * len(g.agents) for s, g in parts])
-                for part, (_, g) in enumerate(parts):
-                    g.recorder = join.recorder(part)
-                self.joins.append(join)
-        return streams
 
     @property
     def stream_envs(self) -> list[Any]:
@@ -329,7 +284,7 @@ class Trainer:
                     f"run {self.run_dir} is complete: {where}; nothing to do (to train "
                     "longer, rerun with a larger total_timesteps and extend=true)"
                 )
-                return _last_logged(self.run_dir)
+                return last_logged(self.run_dir)
             self.say(f"resumed from {list_checkpoints(self.ckpt_dir)[-1]} at {where}")
         else:
             self.say(
@@ -341,7 +296,7 @@ class Trainer:
             self.run_dir, cfg.logger.csv, cfg.logger.tensorboard, cfg.logger.print_every,
             resume_step=self.global_step,  # drops rows logged past the checkpoint
         )  # fmt: skip
-        bar = _progress(cfg, self.num_iterations, self.iteration)
+        bar = progress_bar(cfg.logger.progress, cfg.name, self.num_iterations, self.iteration)
         metrics: dict[str, float] = {}
         t_start, steps_start = time.perf_counter(), self.global_step
         mid_iteration = False  # learners are past `iteration` while True: no checkpoint then
@@ -366,7 +321,7 @@ class Trainer:
                 metrics["charts/SPS"] = (self.global_step - steps_start) / max(elapsed, 1e-9)
                 self.callbacks.on_rollout_end(self, metrics)
                 logger.log(metrics, self.global_step)
-                _show(bar, metrics)
+                show_progress(bar, metrics)
                 if not self.callbacks.on_update_end(self, metrics):
                     completed = self.finished
                     if not completed:
@@ -426,84 +381,8 @@ def train(
     return Trainer(cfg, run_dir, callbacks, stop).run()
 
 
-def _check_shared_spaces(streams: list[EnvStream]) -> None:
-    """A learner driven in several streams must see the same spaces in each."""
-    seen: dict[str, tuple[str, str, str]] = {}  # learner -> (stream, observation, action space)
-    for stream in streams:
-        for agent, role in stream.roles.items():
-            if role.kind != "learner":
-                continue
-            spaces = (
-                str(stream.vec.single_observation_space(agent)),
-                str(stream.vec.single_action_space(agent)),
-            )
-            first = seen.setdefault(role.learner, (stream.name, *spaces))
-            if first[1:] != spaces:
-                raise ConfigError(
-                    f"streams.{stream.name}: learner {role.learner!r} drives {agent} with "
-                    f"observations {spaces[0]} and actions {spaces[1]}, but in stream "
-                    f"{first[0]!r} with {first[1]} and {first[2]}; a shared learner needs the "
-                    "same spaces in every stream"
-                )
-
-
-def _check_teachers(stream: EnvStream) -> None:
-    """Every teacher a learner asks for is an agent of the stream's env."""
-    agents = stream.vec.possible_agents
-    for g in stream.groups:
-        unknown = sorted(set(g.teachers) - set(agents))
-        if unknown:
-            where = "" if stream.name == MAIN_STREAM else f"streams.{stream.name}: "
-            raise ConfigError(
-                f"{where}learner {g.name!r} asks for teachers {unknown}, which are not agents "
-                f"of {stream.env_id}; its agents are {list(agents)}"
-            )
-
-
-def _named_stream(item: tuple[str, Any]) -> tuple[str, StreamConfig]:
-    name, value = item
-    return name, as_stream(value)
-
-
 def _run_logger() -> logging.Logger:
     """A logger of its own per trainer (``train.log`` handlers never cross runs)."""
     log = logging.Logger("marlgrid.train", logging.INFO)
     log.propagate = False
     return log
-
-
-def _last_logged(run_dir: Path) -> dict[str, float]:
-    """The last row of ``metrics.csv`` as floats (empty without one)."""
-    path = run_dir / "metrics.csv"
-    if not path.exists():
-        return {}
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    out: dict[str, float] = {}
-    for key, value in (rows[-1] if rows else {}).items():
-        try:
-            out[key] = float(value)
-        except (TypeError, ValueError):
-            continue
-    return out
-
-
-def _progress(cfg: TrainConfig, total: int, initial: int) -> Any:
-    if not cfg.logger.progress:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, initial=initial, unit="update", desc=f"train {cfg.name}")
-
-
-def _show(bar: Any, metrics: dict[str, float]) -> None:
-    if bar is None:
-        return
-    bar.update(1)
-    shown = {"sps": f"{metrics['charts/SPS']:.0f}"}
-    ret = metrics.get("charts/episodic_return", float("nan"))
-    if not np.isnan(ret):
-        shown["return"] = f"{ret:.2f}"
-    bar.set_postfix(shown)
