@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,6 +33,24 @@ def metric_columns(run_dir: Path) -> list[str]:
     return [c for c in header if c != "step"]
 
 
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    """The rows of ``metrics.csv`` (``path``: the file or its run directory) as floats; an empty
+    or non-numeric cell reads as NaN."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "metrics.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [{k: _float(v) for k, v in row.items() if k is not None} for row in rows]
+
+
+def _float(value: str | None) -> float:
+    try:
+        return float(value) if value not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+
+
 def read_curve(run_dir: Path, metric: str) -> Curve:
     """Steps and values of ``metric`` in ``run_dir/metrics.csv`` (rows without it skipped).
 
@@ -43,10 +62,9 @@ def read_curve(run_dir: Path, metric: str) -> Curve:
     if metric not in columns:
         shown = sorted(columns)
         raise CurveError(f"metric {metric!r} is not in {path}; available metrics: {shown}")
-    with path.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get(metric) not in (None, "", "nan")]
-    steps = np.array([float(r["step"]) for r in rows])
-    values = np.array([float(r[metric]) for r in rows])
+    rows = [r for r in read_metrics(path) if not math.isnan(r.get(metric, math.nan))]
+    steps = np.array([r["step"] for r in rows])
+    values = np.array([r[metric] for r in rows])
     return steps, values
 
 

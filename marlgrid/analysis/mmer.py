@@ -23,13 +23,12 @@ Needs numpy only (no torch).
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
+from marlgrid.analysis.curves import read_metrics
 from marlgrid.config import check_int
 
 __all__ = [
@@ -45,24 +44,6 @@ __all__ = [
 RETURN_KEY = "charts/episodic_return"
 #: how many episodes that mean is over
 EPISODES_KEY = "charts/episodes"
-
-
-def read_metrics(path: str | Path) -> list[dict[str, float]]:
-    """The rows of ``metrics.csv`` (``path``: the file or its run directory) as floats; an empty
-    or non-numeric cell reads as NaN."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "metrics.csv"
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    return [{k: _float(v) for k, v in row.items() if k is not None} for row in rows]
-
-
-def _float(value: str | None) -> float:
-    try:
-        return float(value) if value not in (None, "") else math.nan
-    except ValueError:
-        return math.nan
 
 
 def _step(row: Mapping[str, float]) -> int:

@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from marlgrid.analysis.curves import read_metrics
+
 
 class Logger:
     """``log(metrics, step)`` writes to ``metrics.csv`` and TensorBoard events in ``run_dir``.
@@ -89,3 +91,33 @@ def _scalar(value: Any) -> Any:
         return float(value)
     except (TypeError, ValueError):
         return value
+
+
+def last_logged(run_dir: Path) -> dict[str, float]:
+    """The last row of ``metrics.csv`` as floats (empty without one)."""
+    path = run_dir / "metrics.csv"
+    rows = read_metrics(path) if path.exists() else []
+    return rows[-1] if rows else {}
+
+
+def progress_bar(enabled: bool, name: str, total: int, initial: int) -> Any:
+    """A tqdm bar over ``total`` updates starting at ``initial``; None if off or tqdm is missing."""
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, unit="update", desc=f"train {name}")
+
+
+def show_progress(bar: Any, metrics: dict[str, float]) -> None:
+    """Advance ``bar`` by one update, showing steps/s and the recent return."""
+    if bar is None:
+        return
+    bar.update(1)
+    shown = {"sps": f"{metrics['charts/SPS']:.0f}"}
+    ret = metrics.get("charts/episodic_return", float("nan"))
+    if not math.isnan(ret):
+        shown["return"] = f"{ret:.2f}"
+    bar.set_postfix(shown)
