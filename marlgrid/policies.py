@@ -19,6 +19,7 @@ takes a uniformly random action instead (what it then enters still teaches the d
 
 from __future__ import annotations
 
+import importlib
 import warnings
 import weakref
 from typing import Any
@@ -30,8 +31,6 @@ from marlgrid import kernels as K
 from marlgrid.config import check_float
 from marlgrid.constants import CAN_OVERLAP, CYCLE_TILE, DIR_TO_VEC, DOOR, FORWARD, LEFT, RIGHT
 from marlgrid.engine import Engine
-
-POLICIES = ("random", "oracle", "discoverer")
 
 
 @njit(cache=True)
@@ -442,18 +441,49 @@ class DiscovererPolicy(ScriptedPolicy):
         memory.target_cell[n] = cells[best]
 
 
-_CLASSES = {"random": RandomPolicy, "oracle": OraclePolicy, "discoverer": DiscovererPolicy}
+#: policy name -> its class, or ``"module:Class"`` for one defined in another module (imported
+#: when first made, so that modules building on this one can add policies without an import
+#: circle). Add entries with :func:`register_policy`.
+POLICIES: dict[str, type[ScriptedPolicy] | str] = {
+    "random": RandomPolicy,
+    "oracle": OraclePolicy,
+    "discoverer": DiscovererPolicy,
+}
+
+
+def register_policy(name: str, cls: type[ScriptedPolicy] | str) -> None:
+    """Register a scripted policy class (or its ``"module:Class"`` path) under ``name``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a policy name must be a non-empty string, got {name!r}")
+    old = POLICIES.get(name)
+    if (
+        old is not None
+        and old != cls
+        and getattr(old, "__qualname__", old) != getattr(cls, "__qualname__", cls)
+    ):
+        raise ValueError(f"policy {name!r} is already registered ({old!r})")
+    POLICIES[name] = cls
+
+
+def policy_class(name: str) -> type[ScriptedPolicy]:
+    """The class registered under ``name`` (importing its module where it is given by path)."""
+    if not isinstance(name, str) or name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose one of {sorted(POLICIES)}")
+    cls = POLICIES[name]
+    if isinstance(cls, str):
+        module, _, attr = cls.partition(":")
+        cls = POLICIES[name] = getattr(importlib.import_module(module), attr)
+    return cls
 
 
 def make_policy(name: str, seed: int | None = None, epsilon: float = 0.0) -> ScriptedPolicy:
-    """A scripted policy by name: ``random``, ``oracle`` or ``discoverer``.
+    """A scripted policy by name (one of :data:`POLICIES`: ``random``, ``oracle``,
+    ``discoverer``, ...).
 
     ``epsilon`` in ``[0, 1]``: the chance of a uniformly random action each step (see
     :class:`ScriptedPolicy`); a bad value raises :class:`~marlgrid.config.ConfigError`.
     """
-    if not isinstance(name, str) or name not in _CLASSES:
-        raise ValueError(f"unknown policy {name!r}; choose one of {list(POLICIES)}")
-    return _CLASSES[name](seed, epsilon)
+    return policy_class(name)(seed, epsilon)
 
 
 def scripted_action(policy: Any, env: Any, agent: str) -> int:

@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     for name in names:
         if name not in POLICIES:
-            raise SystemExit(f"unknown policy {name!r}; choose from {list(POLICIES)}")
+            raise SystemExit(f"unknown policy {name!r}; choose from {sorted(POLICIES)}")
         if name in ("oracle", "discoverer") and env.rules.n_goals < 2:
             raise SystemExit(f"policy {name!r} needs a goal-cycle env; use random")
     seed = args.seed

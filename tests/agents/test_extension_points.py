@@ -112,13 +112,13 @@ def _registered() -> Iterator[None]:
 
 
 def _cfg(
-    loss_terms: list[dict[str, Any]] | None = None,
+    aux_losses: list[dict[str, Any]] | None = None,
     extra_heads: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> PPOConfig:
     net = NetworkConfig(**SMALL, extra_heads=extra_heads or {})
     over = {"num_steps": 20, "kl_target": None, **overrides}  # T = 20: padded last chunks
-    return PPOConfig(network=net, loss_terms=loss_terms or [], **over)
+    return PPOConfig(network=net, aux_losses=aux_losses or [], **over)
 
 
 def _learner(cfg: PPOConfig, seed: int = 0) -> tuple[PPO, RolloutBuffer]:
@@ -325,7 +325,7 @@ def test_extra_head_is_built_reaches_the_term_and_learns() -> None:
     assert head.input_size == SMALL["hidden_size"] and head.onehot_size == 2
     before = {k: v.clone() for k, v in head.state_dict().items()}
     learner.update()
-    reader = learner.loss_terms[0].term
+    reader = learner.aux_losses[0].term
     assert isinstance(reader, HeadReader) and reader.seen
     batch, out = reader.seen[0]
     L, N = batch.actions.shape
@@ -422,17 +422,17 @@ def test_network_chosen_by_config() -> None:
     ("overrides", "match"),
     [
         (
-            {"loss_terms": [{"name": "nope"}]},
-            r"agent\.loss_terms\[0\]\.name must be a registered loss term, one of \[.*"
+            {"aux_losses": [{"name": "nope"}]},
+            r"agent\.aux_losses\[0\]\.name must be a registered loss term, one of \[.*"
             r"'test_value_to_zero'.*\], got 'nope'",
         ),
-        ({"loss_terms": [{"name": "test_feature_l2", "weight": 1}]}, r"unknown keys \['weight'\]"),
-        ({"loss_terms": [{"name": "test_feature_l2", "coef": "x"}]}, r"loss_terms\[0\]\.coef"),
-        ({"loss_terms": [{"name": "test_feature_l2", "options": 3}]}, r"\[0\]\.options"),
-        ({"loss_terms": {"name": "test_feature_l2"}}, r"agent\.loss_terms must be a list"),
+        ({"aux_losses": [{"name": "test_feature_l2", "weight": 1}]}, r"unknown keys \['weight'\]"),
+        ({"aux_losses": [{"name": "test_feature_l2", "coef": "x"}]}, r"aux_losses\[0\]\.coef"),
+        ({"aux_losses": [{"name": "test_feature_l2", "options": 3}]}, r"\[0\]\.options"),
+        ({"aux_losses": {"name": "test_feature_l2"}}, r"agent\.aux_losses must be a list"),
         (
-            {"loss_terms": [{"name": "test_feature_l2"}, {"name": "test_feature_l2"}]},
-            r"loss_terms\[1\]\.name 'test_feature_l2' is configured twice",
+            {"aux_losses": [{"name": "test_feature_l2"}, {"name": "test_feature_l2"}]},
+            r"aux_losses\[1\]\.name 'test_feature_l2' is configured twice",
         ),
         ({"network_kind": "nope"}, r"agent\.network_kind must be a registered network, .*'nope'"),
         (
@@ -446,10 +446,10 @@ def test_network_chosen_by_config() -> None:
 )
 def test_bad_extension_configs_are_refused(overrides: dict[str, Any], match: str) -> None:
     heads = overrides.pop("extra_heads", None)
-    terms = overrides.pop("loss_terms", None)
+    terms = overrides.pop("aux_losses", None)
     cfg = _cfg(None, heads, **overrides)
     if terms is not None:
-        cfg.loss_terms = terms
+        cfg.aux_losses = terms
     with pytest.raises(ConfigError, match=match):
         cfg.validate("agent")
     env = CueMemoryEnv(1)
@@ -466,7 +466,7 @@ def test_reserved_names_and_bad_options_are_refused() -> None:
         unregister_loss_term("entropy")
     env = CueMemoryEnv(1)
     bad = _cfg([{"name": "test_value_to_zero", "options": {"sclae": 1.0}}])
-    with pytest.raises(ConfigError, match=r"loss_terms\[0\]\.options .*'sclae'"):
+    with pytest.raises(ConfigError, match=r"aux_losses\[0\]\.options .*'sclae'"):
         PPO(env.single_observation_space, env.single_action_space, bad)
     bad_head = _cfg(None, {"p": {"kind": "test_next", "options": {"width": 3}}})
     with pytest.raises(ConfigError, match=r"extra_heads\.p\.options .*'width'"):

@@ -10,7 +10,7 @@ It owns no parameters: a learnable part is an extra head (:mod:`marlgrid.agents.
 so that the optimizer and checkpoints see it. Steps where ``batch.mask`` is false (padding, agents
 out of play) must not count. The update reports the term's loss (before its coefficient) as
 ``losses/<name>`` and each log as ``losses/<name>/<key>``, means over the minibatches. Config:
-``PPOConfig.loss_terms = [{"name": <registered>, "coef": 1.0, "options": {...}}, ...]`` (``coef``
+``PPOConfig.aux_losses = [{"name": <registered>, "coef": 1.0, "options": {...}}, ...]`` (``coef``
 defaults to 1, ``options`` to none; empty by default, so a run without terms is unchanged)::
 
     class ValueToZero:  # pushes the value toward 0
@@ -21,7 +21,7 @@ defaults to 1, ``options`` to none; empty by default, so a run without terms is 
             return self.scale * v.square().mean(), {"mean_value": v.mean().detach()}
 
     register_loss_term("value_to_zero", ValueToZero)
-    PPOConfig(loss_terms=[{"name": "value_to_zero", "coef": 0.1, "options": {"scale": 2.0}}])
+    PPOConfig(aux_losses=[{"name": "value_to_zero", "coef": 0.1, "options": {"scale": 2.0}}])
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ __all__ = [
     "ConfiguredTerm",
     "LossTerm",
     "MiniBatch",
-    "build_loss_terms",
-    "check_loss_terms",
+    "build_aux_losses",
+    "check_aux_losses",
     "register_loss_term",
     "unregister_loss_term",
 ]
@@ -134,8 +134,8 @@ class ConfiguredTerm(NamedTuple):
     term: LossTerm
 
 
-def check_loss_terms(
-    entries: Any, key: str = "agent.loss_terms", reserved: Sequence[str] = ()
+def check_aux_losses(
+    entries: Any, key: str = "agent.aux_losses", reserved: Sequence[str] = ()
 ) -> None:
     """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>[i]...`` for a bad entry: not a
     ``{name, coef, options}`` mapping, an unregistered name, a name used twice or one of
@@ -158,15 +158,15 @@ def check_loss_terms(
         check_float(f"{at}.coef", entry.get("coef", 1.0))
 
 
-def build_loss_terms(
+def build_aux_losses(
     entries: Sequence[Mapping[str, Any]],
     net: Any,
-    key: str = "agent.loss_terms",
+    key: str = "agent.aux_losses",
     reserved: Sequence[str] = (),
 ) -> list[ConfiguredTerm]:
-    """The configured terms (checked by :func:`check_loss_terms`), each built as
+    """The configured terms (checked by :func:`check_aux_losses`), each built as
     ``cls(net, **options)``, in config order."""
-    check_loss_terms(entries, key, reserved)
+    check_aux_losses(entries, key, reserved)
     terms = []
     for i, entry in enumerate(entries):
         name, options = entry["name"], dict(entry.get("options", {}))

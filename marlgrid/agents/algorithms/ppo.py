@@ -13,7 +13,7 @@ the clipped loss, :func:`ppo_loss`, pure math tested against hand computations, 
 Extension points. The network is built by name (``PPOConfig.network_kind``, default
 ``"actor_critic"``; :mod:`marlgrid.agents.networks.registry`, also for extra heads), and the
 loss of a minibatch (:meth:`PPO.minibatch_loss`) is :func:`ppo_loss` plus ``coef * term`` for
-each of ``PPOConfig.loss_terms`` (:mod:`marlgrid.agents.algorithms.losses`). Without terms it is
+each of ``PPOConfig.aux_losses`` (:mod:`marlgrid.agents.algorithms.losses`). Without terms it is
 exactly the PPO loss, with no extra forward pass. An auxiliary loss is then one class::
 
     class FeatureL2:  # an L2 penalty on the torso features
@@ -23,7 +23,7 @@ exactly the PPO loss, with no extra forward pass. An auxiliary loss is then one 
             return output.features[batch.mask].square().mean(), {}
 
     register_loss_term("feature_l2", FeatureL2)
-    PPOConfig(loss_terms=[{"name": "feature_l2", "coef": 1e-3}])  # logs losses/feature_l2
+    PPOConfig(aux_losses=[{"name": "feature_l2", "coef": 1e-3}])  # logs losses/feature_l2
 
 Conventions. A batch slot ``b`` is one environment (or one (env, agent) pair). ``resets[t, b]``
 marks that the observation at step ``t`` starts an episode; the memory core then resets that
@@ -45,7 +45,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from marlgrid.agents.algorithms.losses import MiniBatch, build_loss_terms
+from marlgrid.agents.algorithms.losses import MiniBatch, build_aux_losses
 from marlgrid.agents.algorithms.ppo_config import PPO_LOGS, PPOConfig
 from marlgrid.agents.algorithms.ppo_loss import explained_variance, ppo_loss
 from marlgrid.agents.algorithms.refresh import refresh_rollout
@@ -99,7 +99,7 @@ class PPO:
             )
         self.net.to(self.device)
         #: the configured loss terms (name, coef, term), added to the PPO loss in order
-        self.loss_terms = build_loss_terms(cfg.loss_terms, self.net, "loss_terms", PPO_LOGS)
+        self.aux_losses = build_aux_losses(cfg.aux_losses, self.net, "aux_losses", PPO_LOGS)
         self.action_start = self.net.action_start
         self.optimizer = make_optimizer(self.net.parameters(), "adam", cfg.lr, cfg.adam_eps)
         self.grads = FlatGrads(self.net)
@@ -235,7 +235,7 @@ class PPO:
             cfg.ent_coef if ent_coef is None else ent_coef,
         )  # fmt: skip
         logs: dict[str, Tensor | float] = dict(ppo_logs)
-        for name, coef, term in self.loss_terms:
+        for name, coef, term in self.aux_losses:
             term_loss, term_logs = term(batch, out)
             loss = loss + coef * term_loss
             logs[name] = term_loss.detach()

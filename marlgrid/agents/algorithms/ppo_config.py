@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from marlgrid.agents.algorithms.losses import check_loss_terms
+from marlgrid.agents.algorithms.losses import check_aux_losses
 from marlgrid.agents.devices import check_device
 from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
 from marlgrid.agents.networks.registry import check_network_kind
@@ -43,7 +43,7 @@ class PPOConfig:
     ent_coef: float = 0.01  # entropy-bonus weight at the start of training
     ent_coef_final: float | None = None  # entropy weight at the end (linear); None keeps ent_coef
     # extra loss terms added to the PPO loss: [{name, coef, options}] (algorithms.losses)
-    loss_terms: list[dict[str, Any]] = field(default_factory=list)
+    aux_losses: list[dict[str, Any]] = field(default_factory=list)
     # rollout and minibatches
     num_steps: int = 128  # rollout length per batch slot (T): the learner updates every T steps
     update_epochs: int = 4  # passes over the rollout per update
@@ -62,7 +62,7 @@ class PPOConfig:
         """
         check_learner_header(self, key)
         check_network_kind(self.network_kind, f"{key}.network_kind")
-        check_loss_terms(self.loss_terms, f"{key}.loss_terms", PPO_LOGS)
+        check_aux_losses(self.aux_losses, f"{key}.aux_losses", PPO_LOGS)
         check_float(f"{key}.lr", self.lr, low=0.0, low_open=True)
         check_float(f"{key}.lr_final", self.lr_final, low=0.0)
         check_float(f"{key}.adam_eps", self.adam_eps, low=0.0, low_open=True)

@@ -64,7 +64,9 @@ def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
 
 def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
     if role.policy not in POLICIES:
-        raise ConfigError(f"policy of {agent} must be one of {POLICIES}, got {role.policy!r}")
+        raise ConfigError(
+            f"policy of {agent} must be one of {sorted(POLICIES)}, got {role.policy!r}"
+        )
     check_float(f"epsilon of {agent}", role.epsilon, 0.0, 1.0)
 
 
