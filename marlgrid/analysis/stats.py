@@ -167,3 +167,33 @@ def _mean(values: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 _BACKEND_FUNCS = {"scipy": _scipy, "rliable": _rliable}
+
+
+def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of the mean of ``values`` (NaNs dropped): ``mean +- t * sd / sqrt(n)``
+    with ``n - 1`` degrees of freedom. NaN for fewer than 2 values; the value itself when all
+    values are equal."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64).ravel()
+    x = x[~np.isnan(x)]
+    if x.size < 2:
+        return float("nan"), float("nan")
+    mean, sem = float(x.mean()), float(stats.sem(x))
+    if sem == 0.0:
+        return mean, mean
+    low, high = stats.t.interval(confidence, x.size - 1, loc=mean, scale=sem)
+    return float(low), float(high)
+
+
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Welch's two-sided t-test of equal means (unequal variances): ``(t, p)``; NaN where either
+    side has fewer than 2 values."""
+    from scipy import stats
+
+    x, y = (np.asarray(v, dtype=np.float64).ravel() for v in (a, b))
+    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+    if x.size < 2 or y.size < 2:
+        return float("nan"), float("nan")
+    res = stats.ttest_ind(x, y, equal_var=False)
+    return float(res.statistic), float(res.pvalue)
