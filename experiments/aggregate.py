@@ -1,23 +1,37 @@
-"""Aggregate seeded runs: curves and a final-performance table with bootstrap confidence intervals.
+"""Aggregate seeded runs: curves and a final-performance table with per-seed values and intervals.
 
     python experiments/aggregate.py runs/multirun/<name> --out experiments/results/<page>
     python experiments/aggregate.py runs/multirun/a runs/multirun/b --metric episodic_return \
-        --group-by agent --last 20 --method bca --out experiments/results/<page>
+        --group-by agent --last 20 --threshold 0.9 --smooth 5 --welch a b --out ...
     python experiments/aggregate.py runs/multirun/<name> --evaluate 100 --greedy --out ...
 
 Runs (each ``.../seed_<k>`` directory with ``metrics.csv``, ``config.json`` and ``.hydra/``;
 ``--evaluate`` loads them with :class:`marlgrid.agents.training.saved_run.SavedRun`) are grouped
-into conditions by their Hydra overrides minus the seed (or by ``--group-by`` keys). Per condition:
-mean and interquartile mean (IQM) over seeds with 95% bootstrap intervals (seeds resampled within
-the condition; ``--backend rliable`` uses rliable's stratified bootstrap), on a shared step grid
-(each run interpolated, never extrapolated past its last step) and at the end of training (the
-mean of each run's last ``--last`` logged values, or with ``--evaluate N`` the mean return of N
-episodes of each run's newest checkpoint on fresh layouts). Unfinished runs are left out unless
-``--include-unfinished``; runs left out and runs a sweep lacks are listed, never dropped silently.
+into conditions by their Hydra overrides minus the seed (or by ``--group-by`` keys). Per condition,
+on a shared step grid (each run interpolated, never extrapolated past its last step) and at the end
+of training (the mean of each run's last ``--last`` logged values, or with ``--evaluate N`` the
+mean return of N episodes of each run's newest checkpoint on fresh layouts):
 
-Writes ``<out>.png`` (curves with shaded intervals), ``<out>.md`` (the table, the figure and the
-list of runs left out), ``<out>_final.csv``, ``<out>_runs.csv`` (one line per run) and
-``<out>_curves.csv``. Installed, the command is ``marlgrid-aggregate``.
+- every run's own final value (the table's ``per seed`` column, ``<out>_runs.csv``);
+- the mean over seeds with its **Student-t** 95% interval, at any number of seeds (the table's
+  ``interval`` column says ``t``);
+- from 5 seeds up, also the interquartile mean (IQM) with a **stratified bootstrap** interval
+  (seeds resampled within the condition): rliable's when the ``rliable`` extra is installed, else
+  scipy's (``--backend auto``, the default; ``--backend scipy|rliable`` forces one);
+- with ``--threshold X``, each run's first env step at which its metric, smoothed over
+  ``--smooth`` logged values (full windows only), reaches X (``--below``: falls to X or below),
+  with the mean over the runs that got there and the count of those that never did;
+- with ``--welch A B`` (condition labels or key parts, repeatable), Welch's t and two-sided p
+  between the two conditions' final values.
+
+Unfinished runs are left out unless ``--include-unfinished``; runs left out and runs a sweep lacks
+are listed, never dropped silently.
+
+Writes ``<out>.png`` (curves: the mean with its t-band, or ``--curve-stat iqm``), ``<out>.md``
+(the table, the figure, Welch's tests and the runs left out), ``<out>_final.csv``,
+``<out>_runs.csv`` (one line per run: its final value and steps to the threshold),
+``<out>_curves.csv`` and, with ``--welch``, ``<out>_welch.csv``. Installed, the command is
+``marlgrid-aggregate``.
 """
 
 from __future__ import annotations
@@ -28,17 +42,25 @@ import shlex
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from marlgrid.analysis import Aggregate, AnalysisError, Run, aggregate
+import numpy as np
+
+from marlgrid.analysis import Aggregate, AnalysisError, Run, aggregate, read_curve
 from marlgrid.analysis.report import (
+    FinalRow,
+    WelchResult,
     markdown_table,
     plot_curves,
+    welch_between,
+    welch_markdown,
     write_curves_csv,
     write_final_csv,
     write_runs_csv,
+    write_welch_csv,
 )
-from marlgrid.analysis.stats import BACKENDS, METHODS
+from marlgrid.analysis.stats import BACKENDS, IQM_MIN_RUNS, METHODS, resolve_backend, steps_to
 
 SUFFIXES = (".md", ".png", ".csv")
 
@@ -52,6 +74,7 @@ def outputs(out: Path) -> dict[str, Path]:
         "final": Path(f"{stem}_final.csv"),
         "runs": Path(f"{stem}_runs.csv"),
         "curves": Path(f"{stem}_curves.csv"),
+        "welch": Path(f"{stem}_welch.csv"),
     }
 
 
@@ -101,10 +124,44 @@ def report_lines(result: Aggregate) -> list[str]:
     return lines
 
 
-def page(result: Aggregate, files: dict[str, Path], args: argparse.Namespace, argv: list[str]):
-    """The Markdown page: how it was made, the figure, the table and what was left out."""
+def with_steps_to(result: Aggregate, threshold: float, window: int, below: bool) -> None:
+    """Fill each final row's ``steps_to``: every run's first step at ``threshold`` (smoothed
+    over ``window`` logged values of the aggregated metric)."""
+    for i, (condition, row) in enumerate(zip(result.conditions, result.finals, strict=True)):
+        found = [
+            steps_to(*read_curve(run.path, result.metric), threshold, window=window, below=below)
+            for run in condition.runs
+        ]
+        result.finals[i] = replace(row, steps_to=np.array(found, dtype=float))
+
+
+def find_row(rows: list[FinalRow], name: str) -> FinalRow:
+    """The condition ``name`` names: its label, its full key, or one of its key's parts."""
+    exact = [r for r in rows if name in (r.label, ",".join(r.key))]
+    found = exact or [r for r in rows if name in r.key or name in r.label.split(",")]
+    if len(found) != 1:
+        how = "matches no condition" if not found else f"matches {len(found)} conditions"
+        raise AnalysisError(
+            f"--welch condition {name!r} {how}; the conditions are {[r.label for r in rows]}"
+        )
+    return found[0]
+
+
+def page(
+    result: Aggregate,
+    files: dict[str, Path],
+    args: argparse.Namespace,
+    argv: list[str],
+    tests: list[WelchResult],
+) -> str:
+    """The Markdown page: how it was made, the figure, the table, Welch's tests and what was
+    left out."""
     stat = "IQM" if args.curve_stat == "iqm" else "mean"
+    band = "bootstrap" if args.curve_stat == "iqm" else "Student-t"
     n_runs = len(result.runs)
+    table = markdown_table(
+        result.finals, result.definition, threshold=args.threshold, below=args.below
+    )
     parts = [
         f"# {result.metric}: {len(result.conditions)} condition(s), {n_runs} run(s)",
         "",
@@ -112,18 +169,29 @@ def page(result: Aggregate, files: dict[str, Path], args: argparse.Namespace, ar
         "",
         f"![curves]({files['png'].name})",
         "",
-        f"Curves: {stat} over seeds of `{result.metric}` (trailing mean over {args.smooth} "
-        f"logged value(s) per run), each run interpolated onto {len(result.grid)} steps and "
-        "never extrapolated past its last step; a point is drawn where every seed of the "
-        "condition has a value.",
+        f"Curves: {stat} over seeds of `{result.metric}` with its 95% {band} band (trailing "
+        f"mean over {args.smooth} logged value(s) per run), each run interpolated onto "
+        f"{len(result.grid)} steps and never extrapolated past its last step; a point is drawn "
+        "where every seed of the condition has a value.",
         "",
-        markdown_table(result.finals, result.definition),
+        table,
         "",
-        f"Per run, {result.definition}; the table gives their mean and IQM over the "
-        f"condition's seeds. 95% CIs: {args.method} bootstrap over seeds within each "
-        f"condition ({args.resamples} resamples, {args.backend}, seed {args.seed}). IQM: mean "
-        "of the middle 50% of seeds (with fewer than 4 seeds, the mean).",
+        f"Per run, {result.definition} (`per seed`, in seed order). 95% CI of the mean: "
+        f"Student-t with n - 1 degrees of freedom (`interval` t). IQM (mean of the middle 50% of "
+        f"seeds) with a 95% stratified-bootstrap CI over seeds only from {IQM_MIN_RUNS} seeds up "
+        f"(`-` below): {args.method}, {args.resamples} resamples, "
+        f"{resolve_backend(args.backend)}, seed {args.seed}.",
     ]
+    if args.threshold is not None:
+        parts += [
+            "",
+            f"Steps to {args.threshold:g}: each run's first logged env step at which the mean of "
+            f"its last {args.smooth} logged value(s) of `{result.metric}` is "
+            f"{'at or below' if args.below else 'at or above'} {args.threshold:g} (`never`: it "
+            "never was); the mean is over the runs that got there.",
+        ]
+    if tests:
+        parts += ["", "## Welch's test of the final values", "", welch_markdown(tests)]
     lines = report_lines(result)
     if lines:
         parts += ["", "## Runs left out or missing", "", *(f"- {line}" for line in lines)]
@@ -148,7 +216,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--smooth", type=int, default=1, help="curve moving-average window")
     parser.add_argument("--curve-stat", choices=("mean", "iqm"), default="mean")
     parser.add_argument("--include-unfinished", action="store_true")
-    parser.add_argument("--backend", choices=BACKENDS, default="scipy")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="IQM bootstrap (5+ seeds): auto = rliable when installed, else scipy",
+    )
     parser.add_argument("--method", choices=METHODS, default="percentile")
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--confidence", type=float, default=0.95)
@@ -164,6 +237,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--greedy", action="store_true", help="--evaluate with greedy actions")
     parser.add_argument("--eval-seed", type=int, default=12345)
     parser.add_argument("--eval-envs", type=int, default=16)
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="steps_to column: each run's first env step where the metric, smoothed over "
+        "--smooth values, reaches this",
+    )
+    parser.add_argument(
+        "--below", action="store_true", help="--threshold is reached at or below it"
+    )
+    parser.add_argument(
+        "--welch",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="Welch's t-test between the final values of conditions A and B (repeatable)",
+    )
     parser.add_argument("--title", default="")
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when a run is left out or missing"
@@ -171,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)  # fmt: skip
     if args.evaluate < 0 or args.eval_envs < 1:
         parser.error("--evaluate must be >= 0 and --eval-envs >= 1")
+    if args.below and args.threshold is None:
+        parser.error("--below needs --threshold")
 
     final_value, definition = None, None
     if args.evaluate:
@@ -192,16 +285,32 @@ def main(argv: list[str] | None = None) -> None:
     except AnalysisError as err:
         parser.error(str(err))
 
+    try:
+        if args.threshold is not None:
+            with_steps_to(result, args.threshold, args.smooth, args.below)
+        tests = [welch_between(find_row(result.finals, a), find_row(result.finals, b))
+                 for a, b in args.welch]  # fmt: skip
+    except AnalysisError as err:
+        parser.error(str(err))
+
     files = outputs(args.out)
     files["png"].parent.mkdir(parents=True, exist_ok=True)
     ylabel = result.metric.rsplit("/", 1)[-1].replace("_", " ")
     plot_curves(files["png"], result.curves, ylabel, args.curve_stat, args.title)
-    files["md"].write_text(page(result, files, args, argv), encoding="utf-8")
-    write_final_csv(files["final"], result.finals)
+    files["md"].write_text(page(result, files, args, argv, tests), encoding="utf-8")
+    write_final_csv(files["final"], result.finals, args.threshold)
     write_runs_csv(files["runs"], result.finals)
     write_curves_csv(files["curves"], result.curves)
+    if tests:
+        write_welch_csv(files["welch"], tests)
+    else:
+        files.pop("welch")
 
-    print(markdown_table(result.finals, result.definition))
+    print(markdown_table(result.finals, result.definition, threshold=args.threshold,
+                         below=args.below))  # fmt: skip
+    for w in tests:
+        print(f"Welch: {w.a} (n={w.n_a}, mean {w.mean_a:.4g}) vs {w.b} (n={w.n_b}, mean "
+              f"{w.mean_b:.4g}): t = {w.t:.4g}, p = {w.p:.4g}")  # fmt: skip
     for line in report_lines(result):
         print(line, file=sys.stderr)
     print("wrote " + ", ".join(str(p) for p in files.values()))

@@ -10,12 +10,28 @@ use; the newest checkpoint of a run directory is taken unless a checkpoint file 
 with a curriculum is evaluated under the rules its curriculum had reached at the checkpoint;
 ``--rule NAME=VALUE`` sets any rule instead (``--rule penalty=1.5``). Installed, the command is
 ``marlgrid-evaluate``.
+
+Zero-shot transfer (:mod:`marlgrid.agents.training.transfer`): ``--transfer ENV_ID``
+(repeatable) plays the run's trained agent, frozen, as agent_0 of another env beside
+``--partners`` (repeatable: ``oracle``, ``goal_seeker``, ``none`` for alone, or one name per
+partner, ``oracle,random``), its observation settings carried from the checkpoint;
+``--conditions social_transfer`` runs the transfer suite (4-tile goal cycle beside oracles,
+FourRooms and Maze beside goal_seeker experts, each alone). ``--table out.csv`` / ``out.md``
+writes the table (it is printed too); ``--target-setting NAME=VALUE`` (``agent.NAME=VALUE`` for
+an agent setting) and ``--rule`` change the target envs::
+
+    python experiments/evaluate.py runs/default/seed_0 --conditions social_transfer \
+        --episodes 100 --greedy --table results/transfer.csv
+    python experiments/evaluate.py runs/default/seed_0 --transfer MarlGrid-FourRooms-3Agents-v0 \
+        --partners goal_seeker --partners none
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +40,12 @@ import yaml
 
 from marlgrid.agents.training.checkpoint import CheckpointError
 from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
+from marlgrid.agents.training.transfer import (
+    CONDITIONS,
+    TransferCondition,
+    partners_from_text,
+    run_conditions,
+)
 from marlgrid.config import ConfigError
 from marlgrid.rules import Rules
 
@@ -93,6 +115,69 @@ def _rule(text: str) -> tuple[str, Any]:
     return name, parsed
 
 
+def _setting(text: str) -> tuple[str, Any]:
+    """An argparse type: ``NAME=VALUE`` (``agent.NAME=VALUE``), a YAML value."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or name.count(".") > 1 or (name.count(".") and name[:6] != "agent."):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE or agent.NAME=VALUE, got {text!r}")
+    return name, yaml.safe_load(value)
+
+
+#: transfer table columns, in order (``checkpoint`` is left out of the markdown table)
+COLUMNS = ("condition", "target", "partners", "role", "greedy", "metric", "mean", "low", "high",
+           "n", "checkpoint")  # fmt: skip
+
+
+def write_table(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Write transfer ``rows`` as CSV (``.csv``) or a markdown table (``.md``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".md":
+        path.write_text(markdown_table(rows) + "\n")
+        return path
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows({c: row.get(c) for c in COLUMNS} for row in rows)
+    return path
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Transfer ``rows`` as a markdown table: condition, metric, mean, 95% interval, n."""
+    lines = ["| condition | metric | mean | 95% CI | n |", "|---|---|---:|---|---:|"]
+    for r in rows:
+        ci = f"[{r['low']:.3f}, {r['high']:.3f}]"
+        lines.append(f"| {r['condition']} | {r['metric']} | {r['mean']:.3f} | {ci} | {r['n']} |")
+    return "\n".join(lines)
+
+
+def transfer(args: argparse.Namespace, rules: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run the transfer conditions the flags ask for; print (and write) their table."""
+    settings: dict[str, Any] = dict(rules)
+    for name, value in args.target_setting:
+        if name.startswith("agent."):
+            settings.setdefault("agent", {})[name[6:]] = value
+        else:
+            settings[name] = value
+    bad = [str(p) for p in args.table if p.suffix not in (".csv", ".md")]
+    if bad:
+        raise ConfigError(f"--table files must end in .csv or .md, got {bad}")
+    if args.partners and not args.transfer:
+        raise ConfigError("--partners applies to --transfer envs; give --transfer ENV_ID")
+    conditions = [c for name in args.conditions for c in CONDITIONS[name]]
+    for target in args.transfer:
+        for text in args.partners or ["none"]:
+            partners = partners_from_text(target, text, "agent_0")
+            conditions.append(TransferCondition(f"{target}/{text}", target, partners))
+    rows = run_conditions(
+        args.target, conditions, args.episodes, args.seed, args.greedy, settings,
+        num_envs=args.num_envs,
+    )  # fmt: skip
+    print(markdown_table(rows))
+    for path in args.table:
+        print(f"table: {write_table(rows, path)}")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("target", type=Path, help="run directory or checkpoint file")
@@ -111,13 +196,28 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME=VALUE",
         help="play under this rule (any Rules field, e.g. penalty=1.5); repeatable",
     )
+    group = parser.add_argument_group("zero-shot transfer")
+    group.add_argument("--transfer", action="append", default=[], metavar="ENV_ID",
+                       help="play the trained agent in this env instead; repeatable")  # fmt: skip
+    group.add_argument("--partners", action="append", default=[], metavar="NAMES",
+                       help="oracle | goal_seeker | none | NAME,NAME,...; repeatable")  # fmt: skip
+    group.add_argument("--conditions", action="append", default=[], choices=sorted(CONDITIONS),
+                       help="a named set of transfer conditions")  # fmt: skip
+    group.add_argument("--target-setting", type=_setting, action="append", default=[],
+                       metavar="NAME=VALUE", help="a target env setting; repeatable")  # fmt: skip
+    group.add_argument("--table", action="append", default=[], type=Path, metavar="PATH",
+                       help="write the transfer table (.csv or .md); repeatable")  # fmt: skip
     args = parser.parse_args(argv)
     rules = dict(args.rule)
     try:
-        evaluate(
-            args.target, args.episodes, args.greedy, args.num_envs, args.seed, args.videos, rules
-        )
-    except (SavedRunError, CheckpointError) as exc:
+        if args.transfer or args.conditions:
+            transfer(args, rules)
+        else:
+            evaluate(
+                args.target, args.episodes, args.greedy, args.num_envs, args.seed, args.videos,
+                rules,
+            )  # fmt: skip
+    except (SavedRunError, CheckpointError, ConfigError) as exc:
         raise SystemExit(f"error: {exc}") from None
 
 

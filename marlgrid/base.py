@@ -28,15 +28,25 @@ from marlgrid.engine import Engine
 from marlgrid.layout import Layout
 from marlgrid.rules import Rules
 
-__all__ = ["ActionError", "MarlGridEnv", "Rules", "observation_space_for"]
+__all__ = ["ActionError", "MarlGridEnv", "Rules", "n_actions_for", "observation_space_for"]
 
 
 class ActionError(ValueError):
     """An action dict that does not fit the live agents or their action spaces."""
 
 
+def n_actions_for(cfg: AgentConfig) -> int:
+    """How many actions an agent with settings ``cfg`` has (3 with ``restrict_actions``)."""
+    return 3 if cfg.restrict_actions else len(ACTIONS)
+
+
 def observation_space_for(cfg: AgentConfig, width: int, height: int) -> spaces.Space:
-    """The observation space of an agent with settings ``cfg`` on a ``width x height`` map."""
+    """The observation space of an agent with settings ``cfg`` on a ``width x height`` map.
+
+    With ``extras`` it is a ``Dict``: the view under ``image``, plus ``reward`` (``(1,)``
+    float32), ``position`` (``(2,)`` int64 cell), ``direction`` (``Discrete(4)``) and ``action``
+    (``Discrete(n_actions + 1)``, ``n_actions`` meaning no action yet) as listed.
+    """
     v = cfg.view_size
     if cfg.observation == "symbolic":
         image: spaces.Space = spaces.Box(0, 255, (v, v, 3), np.uint8)
@@ -54,6 +64,8 @@ def observation_space_for(cfg: AgentConfig, width: int, height: int) -> spaces.S
             entries[name] = spaces.Box(
                 np.zeros(2, np.int64), np.array([width - 1, height - 1], np.int64), (2,), np.int64
             )
+        elif name == "action":
+            entries[name] = spaces.Discrete(n_actions_for(cfg) + 1)
         else:
             entries[name] = spaces.Discrete(4)
     return spaces.Dict(entries)
@@ -65,8 +77,9 @@ class MarlGridEnv(ParallelEnv):
     Agents act simultaneously; each gets its own egocentric view (see
     :class:`marlgrid.config.AgentConfig`). Agents are named ``agent_0 ... agent_{K-1}``.
     ``agent`` holds settings shared by all agents and ``agents`` a list of per-agent overrides
-    (its length sets the number of agents, else ``n_agents``). ``max_cycles`` is an alias of
-    ``max_steps`` for PettingZoo's test utilities.
+    (its length sets the number of agents, else ``n_agents``) or a mapping from agent ids to
+    the overrides of those agents (:func:`marlgrid.config.build_agents`). ``max_cycles`` is an
+    alias of ``max_steps`` for PettingZoo's test utilities.
 
     The task rules (:class:`Rules`: penalty, rewards, ``max_steps``, ...) are data that may
     change between episodes: :meth:`set_rules` replaces them from the next :meth:`reset` on,
@@ -90,7 +103,7 @@ class MarlGridEnv(ParallelEnv):
         *,
         n_agents: int = 1,
         agent: dict[str, Any] | AgentConfig | None = None,
-        agents: list[dict[str, Any] | AgentConfig] | None = None,
+        agents: list[dict[str, Any] | AgentConfig] | Mapping[str, Any] | None = None,
         max_cycles: int | None = None,
         render_mode: str | None = None,
         **rules: Any,
@@ -127,7 +140,7 @@ class MarlGridEnv(ParallelEnv):
         self.possible_agents = [f"agent_{i}" for i in range(len(self.agent_configs))]
         self.agents: list[str] = []
         self._index = {name: i for i, name in enumerate(self.possible_agents)}
-        self._n_actions = [3 if a.restrict_actions else len(ACTIONS) for a in self.agent_configs]
+        self._n_actions = [n_actions_for(a) for a in self.agent_configs]
         self.observation_spaces = {
             name: observation_space_for(cfg, width, height)
             for name, cfg in zip(self.possible_agents, self.agent_configs, strict=True)
@@ -143,6 +156,10 @@ class MarlGridEnv(ParallelEnv):
             for a in self.agent_configs
         )
         self._has_extras = any(a.extras for a in self.agent_configs)
+        #: each agent's last action in play (the ``action`` extra); ``n_actions`` = none yet
+        self._no_action = np.array(self._n_actions, dtype=np.int64)
+        self._last_action = self._no_action.copy()
+        self._tracks_actions = any("action" in a.extras for a in self.agent_configs)
         self._all_live = False
         self._bind_rows()
         self._viewer = None
@@ -294,6 +311,7 @@ class MarlGridEnv(ParallelEnv):
         self._all_live = False
         self._engine.reset([0], [seed])
         self._engine.observe()
+        self._last_action[:] = self._no_action
         self.agents = self.possible_agents[:]
         self._all_live = True
         views = self._snapshot()
@@ -325,7 +343,12 @@ class MarlGridEnv(ParallelEnv):
                 act[k] = a
         except KeyError:
             self._raise_bad_keys(actions)
-        self._engine.step()
+        if self._tracks_actions:
+            in_play = self._engine.status[0] == K.ACTIVE  # actions of others are ignored
+            self._engine.step()
+            np.copyto(self._last_action, act, where=in_play)
+        else:
+            self._engine.step()
         views = self._snapshot()
         rew = self._rew_row.tolist()
         term = self._term_row.tolist()
@@ -398,6 +421,8 @@ class MarlGridEnv(ParallelEnv):
                 out[name] = engine.last_reward[0, k : k + 1].copy()
             elif name == "position":
                 out[name] = engine.pos[0, k].copy()
+            elif name == "action":
+                out[name] = int(self._last_action[k])
             else:
                 out[name] = int(engine.dirs[0, k])
         return out

@@ -19,7 +19,17 @@ import numpy as np
 from marlgrid.constants import COLOR_TO_IDX, HIDEABLE
 
 OBSERVATION_MODES = ("symbolic", "onehot", "rgb")
-EXTRAS = ("reward", "position", "direction")
+EXTRAS = ("reward", "position", "direction", "action")
+#: Agent settings that shape an agent's observation or action space (a trained policy plays
+#: only under the values it was trained with).
+SPACE_SETTINGS = (
+    "view_size",
+    "view_offset",
+    "observation",
+    "tile_size",
+    "extras",
+    "restrict_actions",
+)
 AGENT_COLORS = (*COLOR_TO_IDX, "prestige")
 #: Default agent colors by agent index (cycled): MiniGrid's colors, with green (goals) and
 #: yellow (goal-cycle tiles) last so that an agent on a goal or tile stays visible.
@@ -49,7 +59,9 @@ class AgentConfig:
         tile_size: pixels per cell in ``rgb`` mode.
         hide: object types this agent cannot see; they read as empty cells (e.g. ``("goal",)``).
         extras: extra Dict observation entries: ``reward`` (of its last step), ``position``,
-            ``direction``. With no extras the observation is the bare view array.
+            ``direction``, ``action`` (its last env action, ``Discrete(n_actions + 1)``: the
+            extra value ``n_actions`` means "none yet", at the start of an episode and until the
+            agent first acts in play). With no extras the observation is the bare view array.
         restrict_actions: only left, right and forward (``Discrete(3)``).
         color: a fixed MiniGrid color name, ``prestige`` (red to blue as rewards come in), or
             ``None`` (default): by agent index, cycling :data:`DEFAULT_AGENT_COLORS` (agent 0 red,
@@ -145,21 +157,28 @@ def _settings_dict(name: str, value: Any) -> dict[str, Any] | None:
 def build_agents(
     n_agents: int,
     agent: Mapping[str, Any] | AgentConfig | None,
-    agents: Sequence[Mapping[str, Any] | AgentConfig] | None,
+    agents: Sequence[Mapping[str, Any] | AgentConfig] | Mapping[str, Any] | None,
 ) -> list[AgentConfig]:
     """Agent configs from a shared setting dict plus optional per-agent overrides.
 
-    Agents left without a ``color`` get their default color by index.
+    ``agents`` is a list of overrides, one per agent (its length sets the number of agents), or
+    a mapping from agent ids (``agent_0``, ``agent_1``, ...) to the overrides of those agents
+    only, ``n_agents`` setting the number: such mappings merge key by key (Hydra presets change
+    one agent without restating the others). An agent's own settings win over the shared ones;
+    its ``color: None`` gives it back the color of its index. Agents left without a ``color``
+    get their default color by index.
     """
     shared = _settings_dict("agent", agent)
     n = check_int("n_agents", n_agents, low=1, high=MAX_AGENTS)
+    if isinstance(agents, Mapping):
+        agents = _overrides_by_index(n, agents)
     if agents is None:
         configs = [AgentConfig.build(shared, None) for _ in range(n)]
     else:
-        if isinstance(agents, str | bytes | Mapping) or not isinstance(agents, Sequence):
+        if isinstance(agents, str | bytes) or not isinstance(agents, Sequence):
             raise ConfigError(
                 f"agents must be a list of per-agent setting dicts, got {agents!r} "
-                f"({type(agents).__name__})"
+                f"({type(agents).__name__}); or a dict from agent ids (agent_0, ...) to settings"
             )
         if not 1 <= len(agents) <= MAX_AGENTS:
             raise ConfigError(f"agents must list 1 to {MAX_AGENTS} agents, got {len(agents)}")
@@ -171,6 +190,30 @@ def build_agents(
             except ConfigError as err:
                 raise ConfigError(f"agents[{i}]: {err}") from None
     return [cfg.with_default_color(i) for i, cfg in enumerate(configs)]
+
+
+def _overrides_by_index(n: int, agents: Mapping[str, Any]) -> list[Any]:
+    """A mapping ``{agent_<i>: settings}`` as a list of ``n`` overrides (None where unnamed)."""
+    out: list[Any] = [None] * n
+    for key, own in agents.items():
+        index = key[len("agent_") :] if isinstance(key, str) and key.startswith("agent_") else ""
+        if not index.isdigit() or int(index) >= n or str(int(index)) != index:
+            raise ConfigError(
+                f"agents must map agent ids agent_0 ... agent_{n - 1} (this env has {n} agents) "
+                f"to their settings, got the key {key!r}"
+            )
+        out[int(index)] = {} if own is None else own
+    return out
+
+
+def space_difference(trained: AgentConfig, now: AgentConfig) -> dict[str, tuple[Any, Any]]:
+    """The :data:`SPACE_SETTINGS` in which ``now`` differs from ``trained``, each as
+    ``(trained value, value now)``."""
+    return {
+        name: (getattr(trained, name), getattr(now, name))
+        for name in SPACE_SETTINGS
+        if getattr(trained, name) != getattr(now, name)
+    }
 
 
 def check_bool(name: str, value: Any) -> bool:

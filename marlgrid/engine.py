@@ -12,7 +12,8 @@ spawn_ok          (N, W, H) bool         cells where agents may (re)spawn
 pos               (N, K, 2) int64        agent cell (x, y)
 dirs              (N, K) int64           agent direction (0 east, 1 south, 2 west, 3 north)
 carrying          (N, K, 3) uint8        carried object (type 0 = nothing)
-status            (N, K) int8            0 waiting to spawn, 1 in play, 2 finished
+status            (N, K) int8            0 waiting to spawn, 1 in play, 2 finished, 3 absent
+absent_at_reset   (N, K) bool            agents each reset of that env starts absent (kept)
 prestige          (N, K) float64         prestige value
 cycle_last        (N, K) int64           last correct goal-cycle tile, -1 before the first
 streak            (N, K) int64           consecutive correct goal-cycle entries
@@ -24,6 +25,14 @@ rules_f           (N, N_RULES_F) float   each env's float episode rules (float64
 ================  =====================  ====================================================
 
 Until an env is reset its arrays hold no world: :meth:`Engine.require_started` raises then.
+
+Absent agents (status 3, :data:`marlgrid.kernels.ABSENT`) are out of their env until its next
+reset: they occupy no cell, their actions are ignored, they get no reward and no done flag, no
+view shows them (their own view is blank) and :attr:`Engine.status` ``== ACTIVE`` (what the
+social metrics and scripted policies read) is False for them. :meth:`Engine.remove_agents`
+takes agents out in the middle of an episode; :meth:`Engine.set_absent_at_reset` marks agents
+that every later episode of an env starts without (a standing setting, kept across resets until
+cleared). An env whose agents are all finished or absent has ended.
 
 Rules per env: :attr:`Engine.episode_rules` holds the rules of each env's current episode and
 :attr:`Engine.next_rules` those its next episode starts with; :meth:`Engine.reset` moves the
@@ -84,6 +93,7 @@ class Engine:
         self.carrying = np.zeros((n, k, 3), dtype=np.uint8)
         self.carry_contents = np.zeros((n, k, 3), dtype=np.uint8)
         self.status = np.zeros((n, k), dtype=np.int8)
+        self.absent_at_reset = np.zeros((n, k), dtype=np.bool_)
         self.prestige = np.zeros((n, k), dtype=np.float64)
         self.cycle_last = np.full((n, k), -1, dtype=np.int64)
         self.streak = np.zeros((n, k), dtype=np.int64)
@@ -131,6 +141,8 @@ class Engine:
         self._opaque = np.zeros((vmax, vmax), dtype=np.bool_)
         # Agents that finished in the last step: they keep their final view for that step.
         self.just_done = np.zeros((n, k), dtype=np.bool_)
+        # Agents that finished under the respawn rule in the last step (a new life follows).
+        self.respawned = np.zeros((n, k), dtype=np.bool_)
         self._own_views = {
             i: self._make_view_buffer(i) for i in self._converted
         }  # one-hot and pixel buffers
@@ -185,6 +197,7 @@ class Engine:
             self._scratch_i,
             self.last_reward,
             self.just_done,
+            self.respawned,
         )
         self._observe_args = (
             self.all_envs,
@@ -225,6 +238,8 @@ class Engine:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        for added in ("respawned", "absent_at_reset"):  # engines pickled before these existed
+            state.setdefault(added, np.zeros_like(state["just_done"]))
         self.__dict__.update(state)
         self._bind()
 
@@ -317,6 +332,48 @@ class Engine:
         for n, r in zip(envs, rules, strict=True):
             self.next_rules[int(n)] = r
 
+    # -- absent agents ------------------------------------------------------------------------
+
+    def remove_agents(self, mask: np.ndarray) -> None:
+        """Take the agents where ``mask`` ``(N, K)`` is True out of their envs until each env's
+        next reset, and rebuild those envs' views.
+
+        What an agent in play carries is dropped on its cell when that cell is empty floor with
+        no other agent in play on it; otherwise it leaves with the agent (gone for the episode).
+        """
+        mask = np.asarray(mask, dtype=np.bool_)
+        if mask.shape != self.status.shape:
+            raise ValueError(f"mask must have shape {self.status.shape}, got {mask.shape}")
+        envs = np.flatnonzero(mask.any(axis=1))
+        if not len(envs):
+            return
+        for n in envs:
+            self.require_started("remove_agents()", int(n))
+        K.remove_agents(
+            mask,
+            self.grid,
+            self.contents,
+            self.pos,
+            self.status,
+            self.carrying,
+            self.carry_contents,
+            self.just_done,
+        )
+        self.observe(envs)
+
+    def set_absent_at_reset(self, mask: np.ndarray, absent: bool = True) -> None:
+        """Agents where ``mask`` ``(N, K)`` is True start every later episode of their env
+        absent (``absent=False`` lets them play again from the next reset on)."""
+        mask = np.asarray(mask, dtype=np.bool_)
+        if mask.shape != self.status.shape:
+            raise ValueError(f"mask must have shape {self.status.shape}, got {mask.shape}")
+        self.absent_at_reset[mask] = absent
+
+    @property
+    def absent(self) -> np.ndarray:
+        """``(N, K)`` bool: agents out of their env until its next reset (a new array)."""
+        return self.status == K.ABSENT
+
     # -- reset and step -----------------------------------------------------------------------
 
     def require_started(self, what: str, envs: int | None = None) -> None:
@@ -333,6 +390,8 @@ class Engine:
             arr[envs] = value
         self.grid[envs, ..., 0] = EMPTY
         self.spawn_ok[envs] = True
+        if self.absent_at_reset.any():
+            self.status[envs] = np.where(self.absent_at_reset[envs], K.ABSENT, K.WAITING)
         for i, n in enumerate(envs):
             rules = self.episode_rules[n] = self.next_rules[n]
             self.rules_i[n], self.rules_f[n] = rules.to_arrays()

@@ -37,8 +37,9 @@ from marlgrid.constants import (
     WALL,
 )
 
-# Agent status values.
-WAITING, ACTIVE, FINISHED = 0, 1, 2
+# Agent status values. An absent agent is out of the env until its next reset: no cell, no
+# action, no reward, no done flag, in no one's view (see :func:`remove_agents`).
+WAITING, ACTIVE, FINISHED, ABSENT = 0, 1, 2, 3
 
 # Columns of the integer rules ``rules_i`` (N, N_RULES_I): one row per env.
 R_GHOST, R_RESPAWN, R_MAX_STEPS, R_DECAY, R_N_GOALS, R_INITIAL, R_RESET_MISTAKE = range(7)
@@ -146,10 +147,11 @@ def place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k):
 
 @njit(cache=True)
 def spawn_initial(envs, grid, spawn_ok, pos, dirs, status, rng, acfg_i, ghost, spawn_dir):
-    """Place the agents with no spawn delay in freshly reset ``envs``, in agent order."""
+    """Place the agents with no spawn delay in freshly reset ``envs``, in agent order (absent
+    agents stay out)."""
     for n in envs:
         for k in range(status.shape[1]):
-            if acfg_i[k, A_SPAWN_DELAY] == 0:
+            if acfg_i[k, A_SPAWN_DELAY] == 0 and status[n, k] == WAITING:
                 place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k)
 
 
@@ -225,13 +227,15 @@ def step_envs(
     scratch_i,
     last_reward,
     just_done,
+    respawned,
 ):
     """Advance every env one step from its pre-step state; write rewards and done flags.
 
     Env ``n`` plays under its own rules, rows ``rules_i[n]`` and ``rules_f[n]``.
     ``scratch_b`` (4, K) bool and ``scratch_i`` (5, K) int64 are work space. ``last_reward``
-    gets a copy of the rewards (the ``reward`` extra) and ``just_done`` marks agents that
-    finished in this step (they keep their last view).
+    gets a copy of the rewards (the ``reward`` extra), ``just_done`` marks agents that
+    finished in this step (they keep their last view) and ``respawned`` those that finished under
+    the respawn rule in this step (their next view, once placed, is of a new life).
     """
     n_envs, n_agents = actions.shape
     # Per-agent scratch rows (no allocation per call): see SCRATCH_ROWS.
@@ -246,6 +250,8 @@ def step_envs(
         spawn_dir = rules_i[n, R_SPAWN_DIR]
         step_count[n] += 1
         t = step_count[n]
+        for k in range(n_agents):
+            respawned[n, k] = False
         decay = 1.0 - 0.9 * t / max_steps if rules_i[n, R_DECAY] != 0 else 1.0
         for k in range(n_agents):
             rewards[n, k] = 0.0
@@ -384,6 +390,7 @@ def step_envs(
             if finishing[k]:
                 if respawn:
                     status[n, k] = WAITING
+                    respawned[n, k] = True  # its life ended: placed now or when a cell frees
                     if not place_agent(
                         grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k
                     ):
@@ -395,16 +402,43 @@ def step_envs(
             if status[n, k] == WAITING and t >= acfg_i[k, A_SPAWN_DELAY]:
                 place_agent(grid, spawn_ok, pos, dirs, status, rng, ghost, spawn_dir, n, k)
 
-        # 6. Time limit. Agents that were in play keep their last view for this step.
+        # 6. Time limit. Agents that were in play keep their last view for this step; absent
+        # agents stay absent (no flag).
         for k in range(n_agents):
             just_done[n, k] = terminated[n, k]
             last_reward[n, k] = rewards[n, k]
         if t >= max_steps:
             for k in range(n_agents):
-                if status[n, k] != FINISHED:
+                if status[n, k] < FINISHED:
                     just_done[n, k] = status[n, k] == ACTIVE
                     status[n, k] = FINISHED
                     truncated[n, k] = True
+
+
+@njit(cache=True)
+def remove_agents(mask, grid, contents, pos, status, carrying, carry_contents, just_done):
+    """Make the agents where ``mask`` ``(N, K)`` is set absent until their env's next reset.
+
+    An agent in play drops what it carries on its own cell when that cell is empty floor with
+    no other agent in play on it; otherwise the object leaves with it (gone until the reset).
+    Views are not rebuilt here (the engine's ``observe`` does that).
+    """
+    for n in range(mask.shape[0]):
+        for k in range(mask.shape[1]):
+            if not mask[n, k] or status[n, k] == ABSENT:
+                continue
+            was_active = status[n, k] == ACTIVE
+            status[n, k] = ABSENT
+            just_done[n, k] = False
+            if was_active and carrying[n, k, 0] != 0:
+                x, y = pos[n, k, 0], pos[n, k, 1]
+                if grid[n, x, y, 0] == EMPTY and not _occupied(pos, status, n, x, y, -1):
+                    for c in range(3):
+                        grid[n, x, y, c] = carrying[n, k, c]
+                        contents[n, x, y, c] = carry_contents[n, k, c]
+            for c in range(3):
+                carrying[n, k, c] = 0
+                carry_contents[n, k, c] = 0
 
 
 @njit(cache=True)
@@ -631,6 +665,7 @@ def step_and_observe(
     scratch_i,
     last_reward,
     just_done,
+    respawned,
     envs,
     hide,
     sym,
@@ -665,6 +700,7 @@ def step_and_observe(
         scratch_i,
         last_reward,
         just_done,
+        respawned,
     )
     observe(
         envs,

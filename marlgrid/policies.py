@@ -448,6 +448,10 @@ POLICIES: dict[str, type[ScriptedPolicy] | str] = {
     "random": RandomPolicy,
     "oracle": OraclePolicy,
     "discoverer": DiscovererPolicy,
+    "follower": "marlgrid.follower:FollowerPolicy",
+    "goal_seeker": "marlgrid.goal_seeker:GoalSeekerPolicy",
+    "reward_blind": "marlgrid.baselines:RewardBlindPolicy",
+    "play_safe": "marlgrid.baselines:PlaySafePolicy",
 }
 
 

@@ -24,7 +24,14 @@ When an episode ends it yields one row per agent of these metrics:
 ``follow_other`` / ``follow_expert``
     the fraction of the agent's correct tile entries (entering a goal-cycle tile for a
     positive reward) whose tile another agent / an expert entered (rightly or wrongly) at
-    least 1 and at most ``window`` steps before, in the same episode.
+    least 1 and at most ``window`` steps before, in the same episode. Beside experts who enter
+    tiles often this is high for any agent (a random novice beside two oracles scores about
+    0.7 on 7x7): read it against its random-novice control (:mod:`marlgrid.analysis.chance`).
+``repeat_<kind>``, ``repeat_<kind>_shuffled``, ``repeat_<kind>_excess``
+    the share of all the agent's tile entries that repeat an entry of the same tile by another
+    agent / an expert within ``repeat_window`` steps, the same share with their entries shifted
+    in time (its chance level in the same episodes) and the difference
+    (:mod:`marlgrid.following`).
 
 Step-state metrics count the states before each step (what the agent acts on), so an episode
 of ``T`` steps counts states ``0..T-1``. A tile entry is a ``forward`` action from in play
@@ -44,6 +51,13 @@ from numba import njit
 
 from marlgrid import kernels as K
 from marlgrid.constants import DIR_TO_VEC, FORWARD
+from marlgrid.following import (
+    DEFAULT_REPEAT_WINDOW,
+    NO_ENTRY,
+    REPEAT_SUFFIXES,
+    EntryLog,
+    repeat_names,
+)
 
 DEFAULT_WINDOW = 10
 BASE_METRICS = ("return", "rewards", "penalties", "longest_streak")
@@ -158,10 +172,10 @@ def _count_states(
 @njit(cache=True)
 def _count_outcomes(
     actions, rewards, pos, ended, ghost, active, front, front_cell, window, refer,
-    t, ret, paid, fined, streak, longest, correct, follow, last_entry, entered,
+    t, ret, paid, fined, streak, longest, correct, follow, last_entry, entered, log,
 ):  # fmt: skip
-    """Add one step's rewards and tile entries (follows are checked before any entry of the
-    step is recorded, so simultaneous entries never count)."""
+    """Add one step's rewards and tile entries, logging the entries in ``log`` (follows are
+    checked before any entry of the step is recorded, so simultaneous entries never count)."""
     n_envs, n_agents = rewards.shape
     for n in range(n_envs):
         t[n] += 1
@@ -195,6 +209,7 @@ def _count_outcomes(
                             follow[s, n, k] += 1
                             break
         for k in range(n_agents):
+            log[n, k, t[n] - 1] = front[n, k] if entered[k] else NO_ENTRY
             if entered[k]:
                 last_entry[n, k, front[n, k]] = t[n]
 
@@ -206,7 +221,8 @@ class SocialTracker:
     :meth:`after_step` with the step's outcome (or :meth:`observe` and :meth:`record` with an
     engine); :meth:`pop` returns the rows of the episodes that ended since the last call.
     ``experts``: agent numbers that count as experts; ``window``: the follow window in steps;
-    ``tiles``: whether the env has goal-cycle tiles (else the follow metrics are left out).
+    ``repeat_window``: that of the repeat metrics; ``tiles``: whether the env has goal-cycle
+    tiles (else the follow and repeat metrics are left out).
     ``refer`` ``(2, K, K)``: whom each agent refers to (others, experts).
     """
 
@@ -219,25 +235,30 @@ class SocialTracker:
         experts: Sequence[int] = (),
         window: int = DEFAULT_WINDOW,
         tiles: bool = True,
+        repeat_window: int = DEFAULT_REPEAT_WINDOW,
     ) -> None:
-        if isinstance(window, bool) or not isinstance(window, int | np.integer) or window < 1:
-            raise ValueError(f"window must be an int >= 1 (steps), got {window!r}")
+        for name, value in (("window", window), ("repeat_window", repeat_window)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1 (steps), got {value!r}")
         bad = [e for e in experts if not 0 <= e < num_agents]
         if bad:
             raise ValueError(f"experts {bad} are not agent numbers in [0, {num_agents})")
         n, k = self.num_envs, self.num_agents = num_envs, num_agents
-        self.window = int(window)
+        self.window, self.repeat_window, self.tiles = int(window), int(repeat_window), tiles
         self.view_sizes = np.asarray(view_sizes, dtype=np.int64)
         self.view_offsets = np.asarray(view_offsets, dtype=np.int64)
         is_expert = np.zeros(k, dtype=np.bool_)
         is_expert[list(experts)] = True
         not_self = ~np.eye(k, dtype=np.bool_)
         self.refer = np.stack([not_self, not_self & is_expert[None, :]])
+        #: (kind, env, agent): some agent it refers to was in play this episode (absent experts,
+        #: e.g. in mixed training's solo envs, give NaN rather than 0)
+        self._ref_seen = np.zeros((2, n, k), dtype=np.bool_)
         self.names = BASE_METRICS
         for kind, refer in zip(KINDS, self.refer, strict=True):
             if refer.any():
                 per_kind = (f"{kind}_in_view", f"{kind}_distance", f"follow_{kind}")
-                self.names += per_kind if tiles else per_kind[:2]
+                self.names += (*per_kind, *repeat_names(kind)) if tiles else per_kind[:2]
         ints = ("paid", "fined", "streak", "longest", "correct", "steps")
         self._counts = {name: np.zeros((n, k), dtype=np.int64) for name in ints}
         self._counts["ret"] = np.zeros((n, k), dtype=np.float64)
@@ -250,6 +271,7 @@ class SocialTracker:
         self._front = np.full((n, k), -1, dtype=np.int64)
         self._front_cell = np.zeros((n, k, 2), dtype=np.int64)
         self._entered = np.zeros(k, dtype=np.bool_)
+        self.entries = EntryLog(n, k)  # the tile entries of the running episodes
         self._no_tiles: np.ndarray | None = None
         self._ended: dict[str, list[np.ndarray]] = {name: [] for name in self.names}
 
@@ -257,7 +279,11 @@ class SocialTracker:
 
     @classmethod
     def for_engine(
-        cls, engine: Any, experts: Sequence[int] = (), window: int = DEFAULT_WINDOW
+        cls,
+        engine: Any,
+        experts: Sequence[int] = (),
+        window: int = DEFAULT_WINDOW,
+        repeat_window: int = DEFAULT_REPEAT_WINDOW,
     ) -> SocialTracker:
         """A tracker sized for a :class:`marlgrid.engine.Engine` (tiles if a goal cycle is
         among the rules of its episodes, current or next)."""
@@ -271,6 +297,7 @@ class SocialTracker:
             experts,
             window,
             tiles=any(r.n_goals > 0 for r in rules),
+            repeat_window=repeat_window,
         )
 
     def observe(self, engine: Any) -> None:
@@ -303,6 +330,7 @@ class SocialTracker:
             cycle_id = self._no_tiles
         c = self._counts
         self._active[:] = active
+        self._ref_seen |= (self._active[None, :, None, :] & self.refer[:, None]).any(axis=-1)
         _count_states(
             pos, dirs, self._active, vis, self.view_sizes, self.view_offsets, cycle_id,
             self.refer, c["steps"], c["in_view"], c["dist_sum"], c["near"], self._front,
@@ -330,13 +358,14 @@ class SocialTracker:
             grown = np.full((n, self.num_agents, tiles), _NEVER, dtype=np.int64)
             grown[:, :, : self.last_entry.shape[2]] = self.last_entry
             self.last_entry = grown
+        self.entries.reserve(int(self.t.max()) + 1)
         c = self._counts
         _count_outcomes(
             np.asarray(actions, dtype=np.int64), np.asarray(rewards, dtype=np.float64),
             np.asarray(pos, dtype=np.int64), ended, ghost, self._active,
             self._front, self._front_cell, self.window, self.refer, self.t, c["ret"], c["paid"],
             c["fined"], c["streak"], c["longest"], c["correct"], c["follow"], self.last_entry,
-            self._entered,
+            self._entered, self.entries.tiles,
         )  # fmt: skip
         if ended.any():
             self._finish(np.flatnonzero(ended))
@@ -355,21 +384,33 @@ class SocialTracker:
             "penalties": c["fined"][envs].astype(np.float64),
             "longest_streak": c["longest"][envs].astype(np.float64),
         }
+        if self.tiles:
+            repeats = self.entries.repeats(
+                envs, self.t[envs], self.refer, self.repeat_window, self.last_entry.shape[2]
+            )
         for s, kind in enumerate(KINDS):
             nobody = ~self.refer[s].any(axis=1)  # agents with nobody to refer to
-            for name, value in (
+            metrics = [
                 (f"{kind}_in_view", ratio(c["in_view"][s, envs], c["steps"][envs])),
                 (f"{kind}_distance", ratio(c["dist_sum"][s, envs], c["near"][s, envs])),
                 (f"follow_{kind}", ratio(c["follow"][s, envs], c["correct"][envs])),
-            ):
+            ]
+            if self.tiles:
+                names = zip(repeat_names(kind), REPEAT_SUFFIXES, strict=True)
+                metrics += [(name, repeats[x][s]) for name, x in names]
+            unseen = ~self._ref_seen[s, envs]  # every agent it refers to was out all episode
+            for name, value in metrics:
                 value[:, nobody] = np.nan
+                value[unseen] = np.nan
                 rows[name] = value
         for name in self.names:
             self._ended[name].extend(rows[name])
         for arr in c.values():
             arr[..., envs, :] = 0
         self.t[envs] = 0
+        self._ref_seen[:, envs] = False
         self.last_entry[envs] = _NEVER
+        self.entries.clear(envs)
 
     def pop(self) -> dict[str, np.ndarray]:
         """Each metric as ``(episodes, K)`` over the episodes ended since the last call."""

@@ -47,6 +47,11 @@ class VectorEnv:
       valid where ``infos["_final_obs"]`` is True. ``infos["episode"]`` has the ended episodes'
       per-agent returns ``"r"`` and lengths ``"l"``, valid where ``infos["_episode"]``.
     * ``infos["active"]`` is ``(num_envs, num_agents)`` bool: agents in play after the step.
+    * ``infos["respawned"]`` is ``(num_envs, num_agents)`` bool: agents whose life ended in the
+      step under the respawn rule (their next view, once placed again, is of a new life).
+    * Agents can be absent (:meth:`remove_agents` now, :meth:`set_absent_at_reset` for whole
+      episodes): out of their env until its next reset, in no view, not ``active``, no reward
+      and no done flag; an env whose agents are all finished or absent ends.
     * ``step`` before the first ``reset`` raises :class:`marlgrid.base.ActionError`.
     * Rules are per env: :meth:`set_rules` changes them for all envs or some, each taking the
       change at its next reset (same-step autoresets included); a running episode keeps its own.
@@ -61,6 +66,9 @@ class VectorEnv:
         self._engine = template.make_engine(num_envs)
         self.agent_configs = template.agent_configs
         self._n_actions = np.array(template._n_actions, dtype=np.int64)
+        # the ``action`` extra: each agent's last action in play, n_actions before its first
+        self._last_action = np.tile(self._n_actions, (num_envs, 1))
+        self._tracks_actions = any("action" in a.extras for a in self.agent_configs)
         self._returns = np.zeros((num_envs, self.num_agents), dtype=np.float64)
         self._final_obs = self._alloc_obs()
         self._episode_r = np.zeros((num_envs, self.num_agents), dtype=np.float64)
@@ -111,6 +119,54 @@ class VectorEnv:
                 f"got {envs!r}"
             ) from None
 
+    # -- absent agents ------------------------------------------------------------------------
+
+    def remove_agents(
+        self, envs: int | Sequence[int] | None, agents: str | Sequence[str]
+    ) -> tuple[dict[str, Any], np.ndarray]:
+        """Take ``agents`` (ids) out of ``envs`` (indices, None: all) until each env's next
+        reset; see :meth:`remove_where`."""
+        return self.remove_where(self._agent_mask(envs, agents))
+
+    def remove_where(self, mask: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+        """Take the agents where ``mask`` ``(num_envs, num_agents)`` is True out of their envs
+        until each env's next reset (:meth:`marlgrid.engine.Engine.remove_agents`: what they
+        carry is dropped on their cell when it is free, else gone).
+
+        Returns the observations and ``active`` flags as they are now: the observation buffers
+        of the last call are rebuilt in place, so those envs' views no longer show them.
+        """
+        if not self._ready:
+            raise ActionError("remove_agents() before reset(): call reset() first")
+        self._engine.remove_agents(mask)
+        return self._obs(), self._engine.status == K.ACTIVE
+
+    def set_absent_at_reset(
+        self, envs: int | Sequence[int] | None, agents: str | Sequence[str], absent: bool = True
+    ) -> None:
+        """``agents`` start every later episode of ``envs`` absent (from each env's next reset,
+        kept across resets); ``absent=False`` brings them back from the next reset on."""
+        self._engine.set_absent_at_reset(self._agent_mask(envs, agents), absent)
+
+    @property
+    def absent(self) -> np.ndarray:
+        """``(num_envs, num_agents)`` bool: agents out of their env until its next reset."""
+        return self._engine.absent
+
+    def _agent_mask(
+        self, envs: int | Sequence[int] | None, agents: str | Sequence[str]
+    ) -> np.ndarray:
+        names = [agents] if isinstance(agents, str) else list(agents)
+        unknown = [a for a in names if a not in self.possible_agents]
+        if unknown:
+            raise ConfigError(
+                f"agents must be agent ids of this env {self.possible_agents}, got {unknown}"
+            )
+        mask = np.zeros((self.num_envs, self.num_agents), dtype=np.bool_)
+        rows = np.array(self._env_rows(envs), dtype=np.int64)
+        mask[np.ix_(rows, [self.possible_agents.index(a) for a in names])] = True
+        return mask
+
     # -- spaces -------------------------------------------------------------------------------
 
     def single_observation_space(self, agent: str) -> spaces.Space:
@@ -135,6 +191,8 @@ class VectorEnv:
                     entry[extra] = engine.last_reward[:, k : k + 1]
                 elif extra == "position":
                     entry[extra] = engine.pos[:, k]
+                elif extra == "action":
+                    entry[extra] = self._last_action[:, k]
                 else:
                     entry[extra] = engine.dirs[:, k]
             out[name] = entry
@@ -172,6 +230,7 @@ class VectorEnv:
         self._ready = False
         engine.reset(range(self.num_envs), seeds)
         engine.observe()
+        self._last_action[:] = self._n_actions
         self._returns[:] = 0.0
         self._ready = True
         return self._obs(), {"active": engine.status == K.ACTIVE}
@@ -198,9 +257,12 @@ class VectorEnv:
                 f"range [0, {self._n_actions[k]})"
             )
         engine = self._engine
+        in_play = engine.status == K.ACTIVE if self._tracks_actions else None
         engine.step(acts)
+        if in_play is not None:  # actions of agents out of play are ignored: not taken
+            np.copyto(self._last_action, acts, where=in_play)
         self._returns += engine.rewards
-        done = (engine.status == K.FINISHED).all(axis=1)
+        done = (engine.status >= K.FINISHED).all(axis=1)  # finished or absent
         infos: dict[str, Any] = {}
         if done.any():
             rows = np.flatnonzero(done)
@@ -216,11 +278,13 @@ class VectorEnv:
                 self._ready = False  # those envs hold no world now: refuse to step them
                 raise
             engine.observe(rows)
+            self._last_action[rows] = self._n_actions
             infos["final_obs"] = self._final_obs
             infos["_final_obs"] = done
             infos["episode"] = {"r": self._episode_r, "l": self._episode_l}
             infos["_episode"] = done
         infos["active"] = engine.status == K.ACTIVE
+        infos["respawned"] = engine.respawned.copy()
         return self._obs(), engine.rewards, engine.terminated, engine.truncated, infos
 
     def close(self) -> None:

@@ -3,7 +3,9 @@
 Every preset composes at both scales (``scale=full``, the default, and ``scale=small``) into the
 task, roles, learners, curriculum and run length its header states, and trains a couple of
 updates with tiny overrides. Presets that play trained experts get a checkpoint made here by the
-expert preset itself (one tiny run each).
+expert preset itself (one tiny run each). On goal cycles every agent sees its last reward
+(``extras: [reward]``) and experts beside a novice wear prestige colours; a library expert
+trained without extras still plays beside such a novice.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class Expected:
     run: str = "novice"  # key of RUN
     anneal: bool = False  # the penalty curriculum
     blind: bool = False  # agent_0 cannot see the tiles
-    prestige: bool = False  # every agent in prestige colours
+    prestige: bool = False  # the experts (agent_1, agent_2) in prestige colours
     experts: str | None = None  # the expert preset whose checkpoint it plays
 
 
@@ -83,10 +85,12 @@ EXPECTED = {
     "expert_fixed_penalty_shared": Expected(CANON_3, SHARED, run="expert"),
     "solo_novice": Expected(CANON_1),
     "blind_solo_novice": Expected(CANON_1, blind=True),
-    "novice_with_experts": Expected(CANON_3, scripted=ORACLES),
-    "blind_novice_with_experts": Expected(CANON_3, scripted=ORACLES, blind=True),
+    "novice_with_experts": Expected(CANON_3, scripted=ORACLES, prestige=True),
+    "blind_novice_with_experts": Expected(CANON_3, scripted=ORACLES, blind=True, prestige=True),
     "prestige_on": Expected(CANON_3, scripted=ORACLES, prestige=True),
     "prestige_off": Expected(CANON_3, scripted=ORACLES),
+    # a behaviour-cloning novice beside the oracles (its own preset keeps fixed colours)
+    "bc_on_experts": Expected(CANON_3, scripted=ORACLES),
     "cluttered_solo": Expected(CLUTTER_1, run="clutter"),
     "cluttered_experts": Expected(CLUTTER_3, SHARED, run="clutter"),
     "refresh_on": Expected(TWO_TILES, run="refresh"),
@@ -222,7 +226,11 @@ def test_preset_composes_into_its_task(preset, scale):
     assert hides == [("cycle_tile",) if spec.blind and i == 0 else () for i in range(len(hides))]
     colors = [a.color for a in env.agent_configs]
     defaults = ["red", "blue", "purple"][: len(colors)]
-    assert colors == (["prestige"] * len(colors) if spec.prestige else defaults)
+    assert colors == (["red", "prestige", "prestige"] if spec.prestige else defaults)
+    # goal cycles: every agent sees its last reward (the tiles look alike); the cluttered room
+    # (one reward, at the end) keeps the bare view
+    reward = ("reward",) if "GoalCycle" in spec.env else ()
+    assert [a.extras for a in env.agent_configs] == [reward] * len(colors)
     if "GoalCycle-13x13" in spec.env:  # the canonical view survives the per-agent settings
         assert {(a.view_size, a.view_offset) for a in env.agent_configs} == {(7, 1)}
 
@@ -238,7 +246,11 @@ def test_command_line_overrides_win_over_the_preset():
         ]
     )
     assert cfg.name == "prestige_on" and cfg.total_timesteps == 1000
-    assert cfg.env.settings == {"agent": {"color": "prestige"}}
+    prestige = {"color": "prestige"}
+    assert cfg.env.settings == {
+        "agent": {"extras": ["reward"]},
+        "agents": {"agent_1": prestige, "agent_2": prestige},
+    }
     # agent_2 takes agent_1's checkpoint unless given its own
     assert [(r.kind, r.checkpoint) for r in cfg.roles.values()] == [
         ("learner", None),
@@ -255,6 +267,77 @@ def test_command_line_overrides_win_over_the_preset():
         ]
     )
     assert [own.roles["agent_1"].checkpoint, own.roles["agent_2"].checkpoint] == ["a.pt", "b.pt"]
+
+
+def test_experts_in_fixed_colours_by_switching_their_prestige_off():
+    """The documented switch gives novice_with_experts' env the env of prestige_off."""
+    off = ["env.settings.agents.agent_1.color=null", "env.settings.agents.agent_2.color=null"]
+    switched = _compose(["experiment=novice_with_experts", *off])
+    assert switched.env == _compose(["experiment=prestige_off"]).env
+    env = marlgrid.make(switched.env.id, **switched.env.settings)
+    assert [a.color for a in env.agent_configs] == ["red", "blue", "purple"]
+    blind = _compose(["experiment=blind_novice_with_experts", *off])
+    env = marlgrid.make(blind.env.id, **blind.env.settings)
+    assert [(a.color, a.hide) for a in env.agent_configs] == [
+        ("red", ("cycle_tile",)),
+        ("blue", ()),
+        ("purple", ()),
+    ]
+
+
+def test_the_previous_action_is_one_override_away():
+    cfg = _compose(["experiment=solo_novice", "env.settings.agent.extras=[reward,action]"])
+    space = marlgrid.make(cfg.env.id, **cfg.env.settings).observation_space("agent_0")
+    assert sorted(space.spaces) == ["action", "image", "reward"]
+    assert space["action"].n == 8  # 7 actions and "none yet"
+
+
+#: a library expert trained without extras (experiments/experts/README.md)
+LIBRARY_EXPERT = ROOT / "experiments" / "experts" / "goal_cycle_7x7_3agents_curriculum_seed1.pt"
+
+
+def _novice_beside(path: Path, *overrides: str) -> TrainConfig:
+    return _compose(
+        [
+            "experiment=novice_with_experts",
+            *TINY,
+            "roles=novice_with_trained_experts",
+            f"roles.agent_1.checkpoint={path}",
+            *overrides,
+        ]
+    )
+
+
+def test_a_library_expert_without_extras_plays_beside_a_novice_with_them(tmp_path):
+    saved = load_checkpoint(LIBRARY_EXPERT)
+    assert saved["identity"]["env"]["settings"] == {"size": 7, "max_steps": 100}  # no extras
+    trainer = Trainer(_novice_beside(LIBRARY_EXPERT), tmp_path / "run")
+    for agent in ("agent_0", "agent_1"):  # the env gives every agent the reward input
+        assert sorted(trainer.vec.single_observation_space(agent).spaces) == ["image", "reward"]
+    groups = {g.name: g for g in trainer.groups}
+    for agent in ("agent_1", "agent_2"):
+        frozen = groups[agent].learner
+        assert frozen.keys == ()  # it sees the bare view, as in training
+        for key, tensor in frozen.net.state_dict().items():
+            assert torch.equal(tensor, saved["learners"]["main"]["net"][key]), (agent, key)
+    obs, _ = trainer.vec.reset(seed=0)
+    groups["agent_1"].begin(obs, trainer.vec.num_envs)
+    assert groups["agent_1"].act().shape == (2, 1)
+
+
+def test_an_expert_trained_with_another_view_is_refused_naming_the_setting(tmp_path):
+    cfg = _novice_beside(LIBRARY_EXPERT, "env.settings.agent.view_size=5")
+    with pytest.raises(ConfigError, match=r"frozen agent_1: .* view_size=7 \(here 5\); give "
+                       r"agent_1 .* env\.settings\.agents\.agent_1\.view_size=7"):  # fmt: skip
+        Trainer(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_expert_trained_with_the_reward_input_needs_it(tmp_path, expert_checkpoint):
+    path = expert_checkpoint("expert_curriculum_shared")  # trained with extras: [reward]
+    cfg = _novice_beside(path, "env.settings.agent.extras=[]")
+    with pytest.raises(ConfigError, match=r"extras=\[reward\] \(here \[\]\); give agent_1 "):
+        Trainer(cfg, tmp_path / "run")
 
 
 def test_trained_experts_without_a_checkpoint_are_refused(tmp_path):

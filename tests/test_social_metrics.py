@@ -184,6 +184,25 @@ def test_follow_the_expert_fraction_counts_recent_expert_entries(window, followe
     assert np.isnan(rows["follow_expert"][0, 1])  # no expert but itself
 
 
+def test_repeat_shares_and_their_shuffled_control_over_an_episode():
+    env = HandMadeEnv(CORRIDOR, n_agents=2, max_steps=18, penalty=1.5)
+    env.reset(seed=0)
+    place(env, 0, 1, 1, EAST)
+    place(env, 1, 1, 1, EAST)
+    tracker = SocialTracker.for_engine(env.engine, experts=[1], repeat_window=3)
+    rows = _track(env, tracker, list(zip(LEARNER, EXPERT, strict=True)))
+    # 0-based steps: the expert enters tiles 0, 1, 2 at 0, 2, 4; the learner enters 0, 1, 2,
+    # 2, 1, 0 at 3, 5, 9, 13, 15, 17. Within 3 steps: the first two -> 2 / 6.
+    assert rows["repeat_expert"][0, 0] == pytest.approx(1 / 3)
+    # Offsets 4..14 (11). An entry (t, tile) counts under o when t - u - o is in 1..3 (u the
+    # expert's step on that tile): t - u = 3, 3, 5, 9, 13, 17 -> 0, 0, 1 (o=4), 3, 3, 1 (o=14).
+    assert rows["repeat_expert_shuffled"][0, 0] == pytest.approx(8 / 11 / 6)
+    assert rows["repeat_expert_excess"][0, 0] == pytest.approx(7 / 33)
+    assert rows["repeat_other"][0, 0] == rows["repeat_expert"][0, 0]
+    assert rows["repeat_other"][0, 1] == 0.0  # the expert was always first
+    assert np.isnan(rows["repeat_expert_shuffled"][0, 1])  # no expert but itself
+
+
 def test_a_blocked_move_is_no_entry():
     tracker = SocialTracker(1, 2, [7, 7], [0, 0], experts=[1])
     cycle_id = np.full((1, 5, 3), -1, dtype=np.int16)
@@ -235,6 +254,7 @@ def test_rollout_tracks_social_metrics_of_scripted_experts():
     assert logged["social/penalties_agent_1"] == 0.0
     assert 0.0 <= logged["social/expert_in_view"] <= 1.0
     assert set(logged) >= {"social/follow_expert", "social/other_distance_agent_2"}
+    assert {"social/repeat_expert_shuffled", "social/repeat_other_excess_agent_0"} <= set(logged)
     assert SocialObserver.for_roles(SingleAgentBatch(CueMemoryEnv(2)), [], {}) is None
 
 
@@ -256,3 +276,4 @@ def test_training_logs_social_metrics_to_metrics_csv(tmp_path):
         rows[0]
     )
     assert float(rows[-1]["social/penalties_agent_0"]) >= 0.0
+    assert {"social/repeat_expert", "social/repeat_expert_excess_agent_1"} <= set(rows[0])

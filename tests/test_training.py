@@ -87,7 +87,8 @@ def test_env_settings_take_new_keys_without_plus():
     config = OmegaConf.to_object(
         _compose(["env=goal_cycle_13x13", "env.settings.penalty=0.5", "env.settings.max_steps=9"])
     )
-    assert config.env.settings == {"penalty": 0.5, "max_steps": 9}
+    # the preset's own setting (every goal cycle gives the reward input) stays beside them
+    assert config.env.settings == {"agent": {"extras": ["reward"]}, "penalty": 0.5, "max_steps": 9}
     with pytest.raises(ConfigCompositionException):
         _compose(["env.settingz.penalty=0.5"])  # the env group itself stays closed
 

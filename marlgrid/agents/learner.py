@@ -86,7 +86,8 @@ class Step(NamedTuple):
     reset). Where a slot was truncated but not terminated, ``final_ids`` lists it and
     ``final_obs`` holds its true last observation (for bootstrapping). ``teachers`` holds the
     steps of the other agents the learner asked for (agent id -> :class:`Teacher`), empty
-    unless it asked.
+    unless it asked. ``respawned`` marks slots whose agent's life ended in the step under a
+    respawn rule (its next view is of a new life; None where the env does not say).
     """
 
     obs: Obs
@@ -103,6 +104,7 @@ class Step(NamedTuple):
     final_ids: Tensor
     final_obs: Obs | None
     teachers: Mapping[str, Teacher] = NO_TEACHERS
+    respawned: Tensor | None = None
 
 
 @runtime_checkable
@@ -174,7 +176,11 @@ def _spec(algo: str) -> LearnerSpec:
 
 
 #: modules whose import registers the built-in algorithms
-BUILTIN_MODULES = ("marlgrid.agents.algorithms.ppo", "marlgrid.agents.algorithms.drqn")
+BUILTIN_MODULES = (
+    "marlgrid.agents.algorithms.ppo",
+    "marlgrid.agents.algorithms.drqn",
+    "marlgrid.agents.algorithms.bc",
+)
 
 
 def load_builtin_learners() -> None:

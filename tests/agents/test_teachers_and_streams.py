@@ -152,6 +152,24 @@ def test_a_teacher_that_is_not_an_agent_of_the_env_is_refused(tmp_path):
     assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
+def test_a_teacher_whose_view_differs_from_the_learners_is_refused(tmp_path):
+    """The learner reads the teacher's views with its own network: another view size (or
+    other extras) cannot fit, so the run is refused before anything is written."""
+    cfg = quiet(
+        env=EnvConfig(GOAL_CYCLE_3, num_envs=2, settings={"agents": {"agent_1": {"view_size": 5}}}),
+        roles={
+            "agent_0": RoleConfig(),
+            "agent_1": RoleConfig("scripted", policy="oracle"),
+            "agent_2": RoleConfig("scripted", policy="oracle"),
+        },
+        agent=CountingConfig(teacher="agent_1"),
+        total_timesteps=16,
+    )
+    with pytest.raises(ConfigError, match="teacher 'agent_1', whose observation space"):
+        Trainer(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def mixed_config(total: int) -> TrainConfig:
     """One PPO learner: 2 envs beside two oracles (main) and 3 envs alone (stream 'solo')."""
     from marlgrid.agents.algorithms.ppo import PPOConfig

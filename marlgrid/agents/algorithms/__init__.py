@@ -1,3 +1,5 @@
 """The learning algorithms: recurrent PPO (:mod:`.ppo`, with hidden-state refreshing in
-:mod:`.refresh`) and recurrent DQN with prioritized sequence replay (:mod:`.drqn`). Each module
-registers its learner in :data:`marlgrid.agents.learner.LEARNERS`."""
+:mod:`.refresh`), recurrent DQN with prioritized sequence replay (:mod:`.drqn`) and behaviour
+cloning of other agents (:mod:`.bc`, its imitation math in :mod:`.imitation`, also PPO's
+``imitation`` loss term). Each module registers its learner in
+:data:`marlgrid.agents.learner.LEARNERS`."""

@@ -11,7 +11,21 @@ so that the optimizer and checkpoints see it. Steps where ``batch.mask`` is fals
 out of play) must not count. The update reports the term's loss (before its coefficient) as
 ``losses/<name>`` and each log as ``losses/<name>/<key>``, means over the minibatches. Config:
 ``PPOConfig.aux_losses = [{"name": <registered>, "coef": 1.0, "options": {...}}, ...]`` (``coef``
-defaults to 1, ``options`` to none; empty by default, so a run without terms is unchanged)::
+defaults to 1, ``options`` to none; empty by default, so a run without terms is unchanged).
+
+Two optional classmethods of a term class extend the contract:
+
+- ``check_options(options, key)``: raise :class:`~marlgrid.config.ConfigError` naming
+  ``<key>.<option>`` for a bad option; :func:`check_aux_losses` calls it (config checks, before
+  any space is known);
+- ``heads(options, observation_space, action_space, network, key) -> {head name: {kind,
+  options}}``: the extra heads the term needs (``network`` is the learner's
+  :class:`~marlgrid.agents.networks.NetworkConfig`); the learner adds them to the network it
+  builds (:func:`with_term_heads`), so configuring the term is the whole setup (the built-in
+  ``next_view`` term, :mod:`marlgrid.agents.algorithms.next_view`, declares its decoder so).
+  The run's saved config keeps ``network.extra_heads`` as the user wrote it.
+
+A term without a head::
 
     class ValueToZero:  # pushes the value toward 0
         def __init__(self, net, scale=1.0):
@@ -26,10 +40,12 @@ defaults to 1, ``options`` to none; empty by default, so a run without terms is 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import torch
+from gymnasium import spaces
 from torch import Tensor
 
 from marlgrid.agents.arrays import Obs, obs_index
@@ -47,7 +63,9 @@ __all__ = [
     "build_aux_losses",
     "check_aux_losses",
     "register_loss_term",
+    "term_heads",
     "unregister_loss_term",
+    "with_term_heads",
 ]
 
 
@@ -156,6 +174,64 @@ def check_aux_losses(
             raise ConfigError(f"{at}.name {name!r} is configured twice")
         seen.add(name)
         check_float(f"{at}.coef", entry.get("coef", 1.0))
+        check_options = getattr(LOSS_TERMS[name], "check_options", None)
+        if check_options is not None:
+            check_options(dict(entry.get("options", {})), f"{at}.options")
+
+
+def term_heads(
+    entries: Sequence[Mapping[str, Any]],
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    network: Any,
+    key: str = "agent.aux_losses",
+) -> dict[str, dict[str, Any]]:
+    """The extra heads the configured terms declare (each term class's optional ``heads``
+    hook, see the module docstring), in config order; two terms declaring one head name raise
+    :class:`~marlgrid.config.ConfigError`."""
+    check_aux_losses(entries, key)
+    heads: dict[str, dict[str, Any]] = {}
+    for i, entry in enumerate(entries):
+        hook = getattr(LOSS_TERMS[entry["name"]], "heads", None)
+        if hook is None:
+            continue
+        at = f"{key}[{i}]"
+        options = dict(entry.get("options", {}))
+        for head, spec in hook(
+            options, observation_space, action_space, network, f"{at}.options"
+        ).items():
+            if head in heads:
+                raise ConfigError(
+                    f"{at} ({entry['name']!r}) declares the extra head {head!r}, "
+                    "which an earlier term declares too"
+                )
+            heads[head] = spec
+    return heads
+
+
+def with_term_heads(
+    network: Any,
+    entries: Sequence[Mapping[str, Any]],
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    key: str = "agent.aux_losses",
+    network_key: str = "agent.network",
+) -> Any:
+    """The network config to build: ``network`` (a dataclass with ``extra_heads``) itself when
+    no configured term declares heads, else a copy whose ``extra_heads`` adds them after the
+    configured ones. A declared head whose name ``network.extra_heads`` already uses raises
+    :class:`~marlgrid.config.ConfigError`."""
+    declared = term_heads(entries, observation_space, action_space, network, key)
+    if not declared:
+        return network
+    own = dict(network.extra_heads)
+    taken = sorted(set(declared) & set(own))
+    if taken:
+        raise ConfigError(
+            f"{network_key}.extra_heads configures {taken}, a head name that the loss terms of "
+            f"{key} add themselves; remove or rename that head"
+        )
+    return dataclasses.replace(network, extra_heads={**own, **declared})
 
 
 def build_aux_losses(

@@ -25,6 +25,9 @@ exactly the PPO loss, with no extra forward pass. An auxiliary loss is then one 
     register_loss_term("feature_l2", FeatureL2)
     PPOConfig(aux_losses=[{"name": "feature_l2", "coef": 1e-3}])  # logs losses/feature_l2
 
+A term may declare extra heads, which PPO adds to its network (:func:`.losses.with_term_heads`),
+as the built-in ``next_view`` term (:mod:`.next_view`) does.
+
 Conventions. A batch slot ``b`` is one environment (or one (env, agent) pair). ``resets[t, b]``
 marks that the observation at step ``t`` starts an episode; the memory core then resets that
 slot's state before step ``t``. The state stored for step ``t`` is the one used at that step
@@ -45,7 +48,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from marlgrid.agents.algorithms.losses import MiniBatch, build_aux_losses
+from marlgrid.agents.algorithms import next_view  # noqa: F401 (registers the next_view term)
+from marlgrid.agents.algorithms.losses import MiniBatch, build_aux_losses, with_term_heads
 from marlgrid.agents.algorithms.ppo_config import PPO_LOGS, PPOConfig
 from marlgrid.agents.algorithms.ppo_loss import explained_variance, ppo_loss
 from marlgrid.agents.algorithms.refresh import refresh_rollout
@@ -92,10 +96,13 @@ class PPO:
         self.cfg = cfg = cfg or PPOConfig()
         self.observation_space, self.action_space = observation_space, action_space
         self.device = torch.device(cfg.device)
+        net_cfg = with_term_heads(  # plus the heads the loss terms declare (cfg is unchanged)
+            cfg.network, cfg.aux_losses, observation_space, action_space, "aux_losses", "network"
+        )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.net: PolicyValueNet = make_network(
-                cfg.network_kind, observation_space, action_space, cfg.network, "network_kind"
+                cfg.network_kind, observation_space, action_space, net_cfg, "network_kind"
             )
         self.net.to(self.device)
         #: the configured loss terms (name, coef, term), added to the PPO loss in order
@@ -119,7 +126,16 @@ class PPO:
             self.net.state_size,
             self.device,
             state_stride=cfg.chunk_len,
+            teachers=self.teachers,
         )
+
+    @property
+    def teachers(self) -> tuple[str, ...]:
+        """The agent ids whose steps the configured loss terms read (each term's ``teachers``,
+        e.g. the ``imitation`` term's teacher), in order: the rollout passes them to
+        :meth:`record`, which stores their actions; empty without such terms."""
+        names = (n for _, _, term in self.aux_losses for n in getattr(term, "teachers", ()))
+        return tuple(dict.fromkeys(names))
 
     # -- acting and recording --------------------------------------------------------------------
 
@@ -162,7 +178,15 @@ class PPO:
             step.terminations,
             step.truncations,
             step.valid,
+            # respawns within an episode, where the step reports them (next_view masks them)
+            step.respawned,
         )
+        if buf.teacher_actions:  # teachers the loss terms read: their action indices per step
+            taught = {name: step.teachers[name] for name in buf.teacher_actions}
+            buf.add_teachers(
+                {n: t.actions.long() - self.action_start for n, t in taught.items()},
+                {n: t.valid for n, t in taught.items()},
+            )
         if step.final_ids.numel():  # truncated episodes: value of the true last observation
             ids = step.final_ids
             buf.add_final(ids, step.final_obs, self.value(step.final_obs, step.next_state[ids]))

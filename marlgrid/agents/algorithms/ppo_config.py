@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from marlgrid.agents.algorithms.imitation import check_teacher_id  # registers 'imitation'
 from marlgrid.agents.algorithms.losses import check_aux_losses
 from marlgrid.agents.devices import check_device
 from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
@@ -63,6 +64,10 @@ class PPOConfig:
         check_learner_header(self, key)
         check_network_kind(self.network_kind, f"{key}.network_kind")
         check_aux_losses(self.aux_losses, f"{key}.aux_losses", PPO_LOGS)
+        for i, entry in enumerate(self.aux_losses):
+            if entry["name"] == "imitation":  # the teacher it reads: an agent id
+                teacher = dict(entry.get("options", {})).get("teacher")
+                check_teacher_id(f"{key}.aux_losses[{i}].options.teacher", teacher)
         check_float(f"{key}.lr", self.lr, low=0.0, low_open=True)
         check_float(f"{key}.lr_final", self.lr_final, low=0.0)
         check_float(f"{key}.adam_eps", self.adam_eps, low=0.0, low_open=True)

@@ -7,20 +7,24 @@ called as ``head(features (L, N, H), onehot (L, N, one_hot_size(action_space)) o
 returns any tensor. The built heads are ``net.extra_heads[name]`` (saved and loaded with the
 network), and their outputs reach loss terms as ``NetOutput.extras[name]``::
 
-    class NextView(nn.Module):  # predicts the next view from (feature, one-hot action)
+    class ToyDecoder(nn.Module):  # a linear map of (feature, one-hot action)
         def __init__(self, input_size, action_space, out_size=27):
             super().__init__()
             self.fc = nn.Linear(input_size + one_hot_size(action_space), out_size)
         def forward(self, features, onehot):
             return self.fc(torch.cat([features, onehot], -1))
 
-    register_head("next_view", NextView)
-    NetworkConfig(extra_heads={"pred": {"kind": "next_view", "options": {"out_size": 27}}})
+    register_head("toy_decoder", ToyDecoder)
+    NetworkConfig(extra_heads={"pred": {"kind": "toy_decoder", "options": {"out_size": 27}}})
 
-One kind is built in: ``mlp`` (:class:`~marlgrid.agents.networks.heads.MLPHead`), a ReLU MLP
-with options ``out_size``, ``hidden_sizes``, ``with_action`` (read the one-hot action too) and
-``out_gain``; :func:`~marlgrid.agents.networks.heads.build_heads` builds a config's heads and
-:func:`~marlgrid.agents.networks.models.one_hot_actions` makes the one-hots.
+Built-in kinds: ``mlp`` (:class:`~marlgrid.agents.networks.heads.MLPHead`), a ReLU MLP with
+options ``out_size``, ``hidden_sizes``, ``with_action`` (read the one-hot action too) and
+``out_gain``, and ``next_view``
+(:class:`~marlgrid.agents.networks.next_view_head.NextViewHead`, registered with the loss term
+of that name, which declares it: a loss term may declare the heads it needs, see
+:mod:`marlgrid.agents.algorithms.losses`); :func:`~marlgrid.agents.networks.heads.build_heads`
+builds a config's heads and :func:`~marlgrid.agents.networks.models.one_hot_actions` makes the
+one-hots.
 
 **Networks.** ``register_network(name, cls)``: PPO builds ``cls(observation_space, action_space,
 cfg.network)`` for ``PPOConfig.network_kind`` (default ``"actor_critic"``, the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -16,7 +17,8 @@ class RolloutBuffer:
     """One rollout of ``num_steps`` steps for ``num_envs`` batch slots, time-major tensors.
 
     Per step ``t`` it stores ``obs``, ``resets`` (``obs[t]`` starts an episode), ``actions``,
-    ``logp`` (behaviour log-probs), ``values``, ``rewards``, ``terminations`` and ``truncations``.
+    ``logp`` (behaviour log-probs), ``values``, ``rewards``, ``terminations``, ``truncations``,
+    ``valid`` (in play) and ``respawns`` (a new life of the same episode follows).
     Memory states are stored every ``state_stride`` steps: ``states[k]`` is the state used at step
     ``k * state_stride`` (the default, 1, keeps every step). A learner whose minibatches are chunks
     of ``chunk_len`` steps only reads states at chunk starts, so ``state_stride = chunk_len`` stores
@@ -24,7 +26,9 @@ class RolloutBuffer:
     bootstrapping it keeps the observation, post-step state and reset flag after the last step
     (``next_*``, ``last_value``) and, for every truncation that is not also a termination, the true
     final observation (``final_obs`` with indices ``final_t``, ``final_b``) and its value
-    (``trunc_values``).
+    (``trunc_values``). With ``teachers`` (agent ids, for a loss term that reads them), it also
+    stores per step each teacher's action index and in-play flag (``teacher_actions[name]``,
+    ``teacher_valid[name]``, ``(T, B)``; :meth:`add_teachers`).
     """
 
     def __init__(
@@ -35,6 +39,7 @@ class RolloutBuffer:
         state_size: int,
         device: torch.device | str = "cpu",
         state_stride: int = 1,
+        teachers: Sequence[str] = (),
     ) -> None:
         T, B = num_steps, num_envs
         if state_stride < 1:
@@ -58,6 +63,9 @@ class RolloutBuffer:
         self.terminations = zeros(T, B, dtype=torch.bool)
         self.truncations = zeros(T, B, dtype=torch.bool)
         self.valid = torch.ones(T, B, dtype=torch.bool, device=device)  # steps the loss uses
+        # the agent re-entered play during step t (respawn rule): obs[t + 1] starts a new life
+        # of the same episode (no reset: the memory carries on); read by the next_view term
+        self.respawns = zeros(T, B, dtype=torch.bool)
         self.trunc_values = zeros(T, B)
         self.advantages = zeros(T, B)
         self.returns = zeros(T, B)
@@ -69,6 +77,8 @@ class RolloutBuffer:
         self.final_b = zeros(0, dtype=torch.long)
         self.final_obs: Obs | None = None
         self._finals: list[tuple[int, Tensor, Obs]] = []
+        self.teacher_actions = {name: zeros(T, B, dtype=torch.long) for name in teachers}
+        self.teacher_valid = {name: zeros(T, B, dtype=torch.bool) for name in teachers}
         self.pos = 0
 
     def clear(self) -> None:
@@ -89,11 +99,14 @@ class RolloutBuffer:
         terminations: Any,
         truncations: Any,
         valid: Tensor | None = None,
+        respawned: Tensor | None = None,
     ) -> None:
         """Store one step for all batch slots (``states`` only at multiples of ``state_stride``).
 
         ``valid`` (default all true) marks the slots whose step the loss may use; a slot whose
         agent is out of play (waiting to spawn, or finished while its env plays on) is not.
+        ``respawned`` (default none) marks the slots whose agent finished a life and was placed
+        again (or left waiting to be) during this step, without an episode end.
         """
         t = self.pos
         obs_copy_(self.obs, t, obs)
@@ -107,7 +120,15 @@ class RolloutBuffer:
         self.terminations[t] = torch.as_tensor(terminations)
         self.truncations[t] = torch.as_tensor(truncations)
         self.valid[t] = True if valid is None else valid
+        self.respawns[t] = False if respawned is None else respawned
         self.pos += 1
+
+    def add_teachers(self, actions: Mapping[str, Tensor], valid: Mapping[str, Tensor]) -> None:
+        """For the last added step: each teacher's action index and in-play flag ``(B,)``."""
+        t = self.pos - 1
+        for name, store in self.teacher_actions.items():
+            store[t] = actions[name]
+            self.teacher_valid[name][t] = valid[name]
 
     @property
     def full(self) -> bool:

@@ -17,9 +17,11 @@ from torch import Tensor
 
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
 from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint
+from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.agents.training.rollout import PolicyGroup
-from marlgrid.config import ConfigError, check_float
+from marlgrid.config import AgentConfig, ConfigError, check_float, space_difference
 from marlgrid.policies import POLICIES, make_policy
+from marlgrid.registry import make
 
 MAIN = "main"
 
@@ -91,8 +93,21 @@ def resolve_roles(
     return resolved
 
 
-def load_frozen(path: str | Path, name: str, observation_space: Any, action_space: Any) -> Learner:
-    """The learner ``name`` (or the checkpoint's only one) rebuilt from its own saved config."""
+def load_frozen(
+    path: str | Path,
+    name: str,
+    observation_space: Any,
+    action_space: Any,
+    plays: tuple[str, AgentConfig] | None = None,
+) -> Learner:
+    """The learner ``name`` (or the checkpoint's only one) rebuilt from its own saved config.
+
+    ``plays``: the agent id and settings of the marlgrid agent it will drive. Where those only
+    add ``extras`` to the settings the checkpoint's run gave that learner's agents (say
+    ``reward`` beside an expert trained without it), the learner is built for its own
+    observation and sees only those entries (:class:`TrainedView`); any other difference in
+    :data:`~marlgrid.config.SPACE_SETTINGS` raises a ConfigError naming the settings.
+    """
     payload = load_checkpoint(Path(path))
     learners = payload["learners"]
     if name not in learners:
@@ -101,6 +116,12 @@ def load_frozen(path: str | Path, name: str, observation_space: Any, action_spac
                 f"checkpoint {path} holds learners {sorted(learners)}; name one with learner=..."
             )
         name = next(iter(learners))
+    keys = None
+    trained = _trained_agent(payload, name) if plays is not None else None
+    if plays is not None and trained is not None:
+        trained_space, keys = _trained_observation(path, name, plays, *trained)
+        if keys is not None:  # it sees a subset of this env's entries: built for what it knows
+            observation_space = trained_space
     state = learners[name]
     cfg = config_from_dict(state["config"])
     learner = build_learner(cfg, observation_space, action_space)
@@ -116,7 +137,67 @@ def load_frozen(path: str | Path, name: str, observation_space: Any, action_spac
             f"{observation_space}, actions {action_space}): {detail}"
             f"{trained if env else ''}"
         ) from exc
-    return learner
+    return learner if keys is None else TrainedView(learner, keys)
+
+
+class TrainedView:
+    """A frozen learner that sees only the observation entries it was trained on: ``image``
+    alone (``keys == ()``) or ``image`` and ``keys``; every other member is the learner's."""
+
+    def __init__(self, learner: Learner, keys: tuple[str, ...]) -> None:
+        self.learner, self.keys = learner, keys
+
+    def act(self, obs: Any, state: Tensor, resets: Tensor, explore: bool = True) -> Any:
+        seen = obs["image"] if not self.keys else {k: obs[k] for k in ("image", *self.keys)}
+        return self.learner.act(seen, state, resets, explore=explore)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["learner"], name)
+
+
+def _trained_agent(payload: Mapping[str, Any], name: str) -> tuple[AgentConfig, Any] | None:
+    """Settings and observation space of an agent that learner ``name`` drove in the run that
+    wrote ``payload`` (None when that run was not on a marlgrid env)."""
+    identity = payload.get("identity") or {}
+    env = identity.get("env") or {}
+    if not isinstance(env.get("id"), str) or not is_marlgrid_id(env["id"]):
+        return None
+    try:
+        trained_env = make(env["id"], **(env.get("settings") or {}))
+    except ConfigError:  # settings this version no longer takes: load as before, unchecked
+        return None
+    roles = identity.get("roles") or {}
+    for k, agent in enumerate(trained_env.possible_agents):
+        role = roles.get(agent) or {}
+        if role.get("kind", "learner") == "learner" and role.get("learner", MAIN) == name:
+            return trained_env.agent_configs[k], trained_env.observation_space(agent)
+    return None
+
+
+def _trained_observation(
+    path: str | Path, name: str, plays: tuple[str, AgentConfig], trained: AgentConfig, space: Any
+) -> tuple[Any, tuple[str, ...] | None]:
+    """The space to build learner ``name`` for and the entries it sees (None: all of them)."""
+    agent, now = plays
+    diff = space_difference(trained, now)
+    if not diff:
+        return space, None
+    if set(trained.extras) <= set(now.extras):  # more entries than it knows: it skips them
+        diff.pop("extras", None)
+        if not diff:
+            return space, trained.extras
+
+    def shown(value: Any) -> str:  # as a Hydra override writes it
+        if isinstance(value, tuple):
+            return f"[{','.join(value)}]"
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    found = "; ".join(f"{k}={shown(t)} (here {shown(n)})" for k, (t, n) in diff.items())
+    fix = " ".join(f"env.settings.agents.{agent}.{k}={shown(t)}" for k, (t, _) in diff.items())
+    raise ConfigError(
+        f"frozen {agent}: learner {name!r} of {path} was trained with {found}; give {agent} the "
+        f"settings it was trained with, e.g. {fix}"
+    )
 
 
 def _tensor_difference(saved: Any, built: Any, prefix: str = "") -> str | None:
@@ -151,12 +232,22 @@ def _learner_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig
         except ConfigError as exc:
             key = "agent" if name == MAIN else f"learners.{name}"
             raise ConfigError(f"{key}: {exc}") from None
+    own = [a for a in getattr(learner, "teachers", ()) if a in agents]
+    if own:  # a learner cannot imitate (or read the teacher signal of) an agent it drives
+        key = "agent" if name == MAIN else f"learners.{name}"
+        raise ConfigError(
+            f"{key}: learner {name!r} asks for teachers {own}, which it drives itself (its "
+            f"agents are {agents}); a teacher must be another agent of the env"
+        )
     return PolicyGroup(name, learner, agents)
 
 
 def _frozen_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> PolicyGroup:
     obs_space, act_space = ctx.spaces(agents, name)
-    learner = load_frozen(str(role.checkpoint), role.learner, obs_space, act_space)
+    configs = getattr(ctx.vec, "agent_configs", None)  # a marlgrid env's: checked against it
+    index = ctx.vec.possible_agents.index(agents[0])
+    plays = None if configs is None else (agents[0], configs[index])
+    learner = load_frozen(str(role.checkpoint), role.learner, obs_space, act_space, plays)
     return PolicyGroup(name, learner, agents, train=False, explore=not role.deterministic)
 
 

@@ -27,6 +27,9 @@ Extension points:
   (:attr:`~marlgrid.agents.learner.Step.teachers`); scripted, frozen or learning agents alike.
 - **Recorders**: a group's steps go to its learner's ``record``, or to ``recorder`` when one
   is set (the trainer joins the groups of one learner in several env streams that way).
+- **Step editors** (:class:`StepEditor`) change the env between steps, after the observers saw
+  a step and before the groups record it, and return what the groups then see (expert dropout
+  of :mod:`marlgrid.agents.training.mixing` removes agents that way).
 
 An observer, in full::
 
@@ -52,6 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch import Tensor
 
 from marlgrid.agents.arrays import Obs, final_obs_rows, obs_repeat, obs_to_tensor
 from marlgrid.agents.learner import NO_TEACHERS, Learner, Step, Teacher
@@ -63,6 +67,7 @@ __all__ = [
     "MultiAgentRollout",
     "PolicyGroup",
     "SingleAgentBatch",
+    "StepEditor",
     "StepObserver",
     "slot_obs",
 ]
@@ -97,6 +102,16 @@ class StepObserver(Protocol):
     def after_step(
         self, vec: Any, actions: np.ndarray, rewards: np.ndarray, infos: dict[str, Any]
     ) -> None: ...
+
+
+class StepEditor(Protocol):
+    """Changes a :class:`MultiAgentRollout`'s env once a step is made (and its observers saw
+    it): ``after_step`` gets the step's observations and infos and returns those the groups
+    record and act on next (e.g. with agents removed: new ``infos["active"]``)."""
+
+    def after_step(
+        self, vec: Any, obs: dict[str, Any], infos: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]: ...
 
 
 class SingleAgentBatch:
@@ -247,6 +262,7 @@ class PolicyGroup:
                     final_ids=torch.as_tensor(ids, dtype=torch.long, device=device),
                     final_obs=final,
                     teachers=teachers or NO_TEACHERS,
+                    respawned=_slot_flags(infos, "respawned", index, device),
                 )
             )
         self.resets = resets
@@ -267,12 +283,19 @@ class PolicyGroup:
         return ids, obs_to_tensor(picked, self.learner.device)
 
 
+def _slot_flags(infos: dict[str, Any], key: str, index: list[int], device: Any) -> Tensor | None:
+    """``infos[key]`` ``(N, K)`` as per-slot flags of the columns ``index``, None without it."""
+    flags = infos.get(key)
+    return None if flags is None else torch.as_tensor(flags[:, index].reshape(-1), device=device)
+
+
 class MultiAgentRollout:
     """Steps a :class:`~marlgrid.vector.VectorEnv` (or :class:`SingleAgentBatch`) for every group
     and scripted policy at once; learner groups record each step.
 
-    ``observers`` (:class:`StepObserver`) see every step; learners that ask for ``teachers``
-    get those agents' steps in their records.
+    ``observers`` (:class:`StepObserver`) see every step; ``editors`` (:class:`StepEditor`)
+    change the env after it; learners that ask for ``teachers`` get those agents' steps in
+    their records.
     """
 
     def __init__(
@@ -282,9 +305,10 @@ class MultiAgentRollout:
         scripted: dict[str, Any] | None = None,
         seed: int | None = None,
         observers: Sequence[StepObserver] = (),
+        editors: Sequence[StepEditor] = (),
     ) -> None:
         self.vec, self.groups, self.scripted = vec, groups, dict(scripted or {})
-        self.observers = list(observers)
+        self.observers, self.editors = list(observers), list(editors)
         agents = vec.possible_agents
         self._index = {g.name: [agents.index(a) for a in g.agents] for g in groups}
         self._scripted_index = {agents.index(a): p for a, p in self.scripted.items()}
@@ -307,6 +331,7 @@ class MultiAgentRollout:
             g.begin(obs, vec.num_envs, infos["active"][:, self._index[g.name]])
         self.episode_returns: list[np.ndarray] = []  # per ended episode: returns of every agent
         self.episode_lengths: list[int] = []
+        self.episode_envs: list[int] = []  # the env of each ended episode
         self.env_steps = 0
 
     def _teacher_signals(self, group: PolicyGroup) -> dict[str, Teacher]:
@@ -338,6 +363,8 @@ class MultiAgentRollout:
         obs, rewards, terms, truncs, infos = vec.step(actions)
         for observer in self.observers:
             observer.after_step(vec, actions, rewards, infos)
+        for editor in self.editors:
+            obs, infos = editor.after_step(vec, obs, infos)
         for g in self.groups:
             g.record(obs, rewards, terms, truncs, infos, self._index[g.name], teachers.get(g.name))
         if self._teachers:
@@ -346,6 +373,7 @@ class MultiAgentRollout:
             done = infos["_episode"]
             self.episode_returns += list(np.asarray(infos["episode"]["r"])[done].copy())
             self.episode_lengths += np.asarray(infos["episode"]["l"])[done].tolist()
+            self.episode_envs += np.flatnonzero(done).tolist()
         self.env_steps += vec.num_envs
 
     def collect(self, num_steps: int) -> None:
@@ -363,6 +391,12 @@ class MultiAgentRollout:
         """Lengths of the episodes ended since the last call."""
         out = np.array(self.episode_lengths, dtype=np.int64)
         self.episode_lengths = []
+        return out
+
+    def pop_envs(self) -> np.ndarray:
+        """The env index of each episode ended since the last call (order of ``pop_returns``)."""
+        out = np.array(self.episode_envs, dtype=np.int64)
+        self.episode_envs = []
         return out
 
 

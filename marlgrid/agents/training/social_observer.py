@@ -2,9 +2,11 @@
 
 :class:`SocialObserver` is a :class:`~marlgrid.agents.training.rollout.StepObserver`: it feeds a
 :class:`~marlgrid.social.SocialTracker` the engine's state before each step and the step's
-actions and rewards after it (about 20 us per step for 16 envs of 3 agents), and
-:meth:`SocialObserver.pop` turns the episodes ended since the last call into ``social/*`` log
-entries. The trainer attaches one to every env stream with a marlgrid engine.
+actions and rewards after it (about 20 us per step for 16 envs of 3 agents, plus about 1 ms
+per batch of episode ends for the repeat metrics and their shuffled control of
+:mod:`marlgrid.following`), and :meth:`SocialObserver.pop` turns the episodes ended since the
+last call into ``social/*`` log entries. The trainer attaches one to every env stream with a
+marlgrid engine.
 
 Experts (the reference set of the ``expert_*`` metrics) are by default the agents of scripted
 policies that know the task (``is_expert``: the oracle and the discoverer, not ``random``) and
@@ -19,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from marlgrid.agents.training.rollout import PolicyGroup
-from marlgrid.social import SocialTracker, summarize
+from marlgrid.following import DEFAULT_REPEAT_WINDOW
+from marlgrid.social import DEFAULT_WINDOW, SocialTracker, summarize
 
 
 def default_experts(groups: Sequence[PolicyGroup], scripted: dict[str, Any]) -> list[str]:
@@ -29,9 +32,16 @@ def default_experts(groups: Sequence[PolicyGroup], scripted: dict[str, Any]) -> 
 
 
 class SocialObserver:
-    """Tracks the social metrics of ``vec`` (a marlgrid ``VectorEnv``) per agent per episode."""
+    """Tracks the social metrics of ``vec`` (a marlgrid ``VectorEnv``) per agent per episode;
+    ``window`` / ``repeat_window``: those of :class:`~marlgrid.social.SocialTracker`."""
 
-    def __init__(self, vec: Any, experts: Sequence[str]) -> None:
+    def __init__(
+        self,
+        vec: Any,
+        experts: Sequence[str],
+        window: int = DEFAULT_WINDOW,
+        repeat_window: int = DEFAULT_REPEAT_WINDOW,
+    ) -> None:
         engine = getattr(vec, "engine", None)
         if engine is None:
             raise ValueError("social metrics need a marlgrid VectorEnv (one with an engine)")
@@ -40,7 +50,9 @@ class SocialObserver:
         if unknown:
             raise ValueError(f"experts {unknown} are not agents of the env; agents are {agents}")
         self.agents = agents
-        self.tracker = SocialTracker.for_engine(engine, [agents.index(a) for a in experts])
+        self.tracker = SocialTracker.for_engine(
+            engine, [agents.index(a) for a in experts], window, repeat_window
+        )
 
     @classmethod
     def for_roles(

@@ -9,6 +9,11 @@ for their own slots, and :class:`SlotJoin` joins their steps into one
 :class:`~marlgrid.agents.learner.Step` per env step (the main stream's slots first), so its
 storage, updates and schedules see one batch. Every stream steps once per trainer step.
 
+Each stream may also play some envs without its experts (``mixed``) and let experts leave during
+episodes (``dropout``), both through the engine's absent agents
+(:mod:`marlgrid.agents.training.mixing`); its learners' episode metrics then also come split
+into ``charts/solo/*`` and ``charts/social/*``, and ``charts/dropouts`` counts the departures.
+
 A two-stream run, in full::
 
     cfg = TrainConfig(
@@ -33,6 +38,12 @@ import torch
 from marlgrid.agents.arrays import obs_cat
 from marlgrid.agents.learner import Learner, Step, Teacher
 from marlgrid.agents.training.env_sources import make_env_source
+from marlgrid.agents.training.mixing import (
+    AbsencePlan,
+    ExpertDropout,
+    plan_absence,
+    split_episode_metrics,
+)
 from marlgrid.agents.training.roles import RoleConfig, build_groups, resolve_roles
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, episode_metrics
 from marlgrid.agents.training.social_observer import SocialObserver
@@ -63,6 +74,8 @@ class EnvStream:
     scripted: dict[str, Any]
     social: SocialObserver | None = None
     rollout: MultiAgentRollout | None = field(default=None, repr=False)
+    absence: AbsencePlan | None = None  # its solo envs and dropout (mixing.plan_absence)
+    dropout: ExpertDropout | None = field(default=None, repr=False)
 
     @property
     def prefix(self) -> str:
@@ -84,8 +97,10 @@ class EnvStream:
         metrics where it has a marlgrid engine (built now: the rules set so far apply)."""
         self.social = SocialObserver.for_roles(self.vec, self.groups, self.scripted)
         observers = [self.social] if self.social is not None else []
+        self.dropout = None if self.absence is None else self.absence.dropout(seed)
+        editors = [self.dropout] if self.dropout is not None else []
         self.rollout = MultiAgentRollout(
-            self.vec, self.groups, self.scripted, seed=seed, observers=observers
+            self.vec, self.groups, self.scripted, seed=seed, observers=observers, editors=editors
         )
         return self.rollout
 
@@ -94,8 +109,13 @@ class EnvStream:
         (means over the learners' agents, and the return of every agent), prefixed."""
         assert self.rollout is not None, "start the stream first"
         columns = self.learner_columns
-        returns = self.rollout.pop_returns()
-        out = episode_metrics(returns, self.rollout.pop_lengths(), columns)
+        returns, lengths = self.rollout.pop_returns(), self.rollout.pop_lengths()
+        envs = self.rollout.pop_envs()
+        out = episode_metrics(returns, lengths, columns)
+        if self.absence is not None and self.absence.solo.any():
+            out.update(split_episode_metrics(returns, lengths, envs, self.absence.solo, columns))
+        if self.dropout is not None:
+            out["charts/dropouts"] = float(self.dropout.pop_removed())
         if self.social is not None:
             out.update(self.social.pop(columns))
         if len(returns):
@@ -163,6 +183,9 @@ def join_steps(steps: Sequence[Step], offsets: Sequence[int]) -> Step:
         final_ids=cat([s.final_ids + off for s, off in zip(steps, offsets, strict=True)]),
         final_obs=obs_cat(finals) if finals else None,
         teachers=teachers or steps[0].teachers,  # the read-only empty one when none
+        respawned=None
+        if any(s.respawned is None for s in steps)
+        else cat([s.respawned for s in steps]),
     )
 
 
@@ -173,18 +196,22 @@ def build_streams(
     (each records through a :class:`SlotJoin`); learners are built once and shared. Every
     setting that a stream cannot honour raises :class:`~marlgrid.config.ConfigError` here,
     before anything is written."""
-    specs = [(MAIN_STREAM, cfg.env, cfg.roles)]
-    specs += [(name, s.env, s.roles) for name, s in map(_named_stream, cfg.streams.items())]
+    specs = [(MAIN_STREAM, StreamConfig(cfg.env, cfg.roles, cfg.mixed, cfg.dropout))]
+    specs += list(map(_named_stream, cfg.streams.items()))
     streams: list[EnvStream] = []
     shared: dict[str, Any] = {}
-    for name, env, role_cfg in specs:
+    for name, spec in specs:
         where = "" if name == MAIN_STREAM else f"streams.{name}: "
+        env = spec.env
         try:
             vec = make_env_source(env.id, env.num_envs, env.settings)
-            roles = resolve_roles(role_cfg, vec.possible_agents, sorted(configs))
+            roles = resolve_roles(spec.roles, vec.possible_agents, sorted(configs))
         except (ConfigError, TypeError) as exc:
             raise ConfigError(f"{where}{exc}") from None
-        streams.append(EnvStream(name, env.id, dict(env.settings), vec, roles, [], {}))
+        key = "" if name == MAIN_STREAM else f"streams.{name}."
+        absence = plan_absence(key, spec.mixed, spec.dropout, roles, vec)
+        stream = EnvStream(name, env.id, dict(env.settings), vec, roles, [], {}, absence=absence)
+        streams.append(stream)
     _check_shared_spaces(streams)
     slots: dict[str, int] = {}  # learner -> slots it drives over every stream
     for stream in streams:
@@ -231,16 +258,33 @@ def _check_shared_spaces(streams: list[EnvStream]) -> None:
 
 
 def _check_teachers(stream: EnvStream) -> None:
-    """Every teacher a learner asks for is an agent of the stream's env."""
-    agents = stream.vec.possible_agents
+    """Every teacher a learner asks for is an agent of the stream's env whose observation and
+    action spaces are the learner's own (its record and an imitation loss read the teacher's
+    views and actions with the learner's network)."""
+    vec, agents = stream.vec, stream.vec.possible_agents
+    where = "" if stream.name == MAIN_STREAM else f"streams.{stream.name}: "
     for g in stream.groups:
         unknown = sorted(set(g.teachers) - set(agents))
         if unknown:
-            where = "" if stream.name == MAIN_STREAM else f"streams.{stream.name}: "
             raise ConfigError(
                 f"{where}learner {g.name!r} asks for teachers {unknown}, which are not agents "
                 f"of {stream.env_id}; its agents are {list(agents)}"
             )
+        if not g.teachers or not g.agents:
+            continue
+        own = g.agents[0]
+        for teacher in g.teachers:
+            for kind, space in (
+                ("observation", vec.single_observation_space),
+                ("action", vec.single_action_space),
+            ):
+                if space(teacher) != space(own):
+                    raise ConfigError(
+                        f"{where}learner {g.name!r} asks for teacher {teacher!r}, whose {kind} "
+                        f"space {space(teacher)} differs from that of its agent {own!r} "
+                        f"({space(own)}); give both the same agent settings (view_size, "
+                        "extras, observation, restrict_actions)"
+                    )
 
 
 def _named_stream(item: tuple[str, Any]) -> tuple[str, StreamConfig]:

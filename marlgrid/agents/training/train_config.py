@@ -1,9 +1,10 @@
 """The configuration of a training run: plain dataclasses checked before anything runs.
 
-:class:`TrainConfig` (env, the learners' configs, roles, logging, curriculum, run length and
-bookkeeping), :func:`learner_configs` (learner name -> config), :func:`validate_learners` (each
-config's own ``validate``), :func:`iteration_steps` and :func:`identity` (what a resumed run must
-share with the run that wrote its checkpoint).
+:class:`TrainConfig` (env, the learners' configs, roles, logging, curriculum, mixed training
+and expert dropout (:mod:`~marlgrid.agents.training.mixing`), run length and bookkeeping),
+:func:`learner_configs` (learner name -> config), :func:`validate_learners` (each config's own
+``validate``), :func:`iteration_steps` and :func:`identity` (what a resumed run must share with
+the run that wrote its checkpoint).
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from marlgrid.agents.learner import (
     load_builtin_learners,
 )
 from marlgrid.agents.training.curriculum import ScheduleConfig, check_curriculum
+from marlgrid.agents.training.mixing import (
+    DropoutConfig,
+    MixedConfig,
+    as_dropout,
+    as_mixed,
+    dropout_active,
+    mixed_active,
+)
 from marlgrid.agents.training.roles import MAIN, RoleConfig, role_identity
 from marlgrid.config import ConfigError, check_bool, check_int
 
@@ -42,6 +51,8 @@ class StreamConfig:
 
     env: EnvConfig = field(default_factory=EnvConfig)
     roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
+    mixed: MixedConfig = field(default_factory=MixedConfig)  # envs whose experts sit out
+    dropout: DropoutConfig = field(default_factory=DropoutConfig)  # experts leaving mid-episode
 
 
 @dataclass
@@ -63,6 +74,8 @@ class TrainConfig:
     learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
     roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
     streams: dict[str, StreamConfig] = field(default_factory=dict)  # more env streams by name
+    mixed: MixedConfig = field(default_factory=MixedConfig)  # main stream: envs without experts
+    dropout: DropoutConfig = field(default_factory=DropoutConfig)  # main stream: experts leave
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     curriculum: dict[str, ScheduleConfig] = field(default_factory=dict)  # rule -> schedule
     name: str = "default"  # run name (part of the run directory)
@@ -129,6 +142,10 @@ class TrainConfig:
                         else f"streams.{name}.roles"
                     )
                     raise ConfigError(f"{where} must be a mapping, got {value!r}")
+            as_mixed(stream.mixed, f"streams.{name}.mixed")
+            as_dropout(stream.dropout, f"streams.{name}.dropout")
+        as_mixed(self.mixed)
+        as_dropout(self.dropout)
         check_curriculum(self.curriculum)
 
 
@@ -136,12 +153,19 @@ def as_stream(value: StreamConfig | Mapping[str, Any]) -> StreamConfig:
     """A :class:`StreamConfig` from itself or from a mapping of its fields."""
     if isinstance(value, StreamConfig):
         return value
-    if not isinstance(value, Mapping) or set(value) - {"env", "roles"}:
-        raise ConfigError(f"a stream must be a mapping with keys env and roles, got {value!r}")
+    if not isinstance(value, Mapping) or set(value) - {"env", "roles", "mixed", "dropout"}:
+        raise ConfigError(
+            f"a stream must be a mapping with keys env, roles, mixed and dropout, got {value!r}"
+        )
     env = value.get("env", {})
     env = env if isinstance(env, EnvConfig) else EnvConfig(**env)
     roles = value.get("roles", {})
-    return StreamConfig(env=env, roles=dict(roles) if isinstance(roles, Mapping) else roles)
+    return StreamConfig(
+        env=env,
+        roles=dict(roles) if isinstance(roles, Mapping) else roles,
+        mixed=as_mixed(value.get("mixed", {}), "mixed"),
+        dropout=as_dropout(value.get("dropout", {}), "dropout"),
+    )
 
 
 class ValidatingConfig(Protocol):
@@ -237,15 +261,29 @@ def identity(cfg: TrainConfig) -> dict[str, Any]:
         "iteration_steps": iteration_steps(cfg),
         "seed": cfg.seed,
     }
+    out.update(_absence_identity(cfg.mixed, cfg.dropout))
     if cfg.streams:  # runs with one stream keep the identity they always had
         out["streams"] = {
             k: {
                 "env": dataclasses.asdict(as_stream(v).env),
                 "roles": {a: role_identity(r) for a, r in sorted(as_stream(v).roles.items())},
+                **_absence_identity(as_stream(v).mixed, as_stream(v).dropout),
             }
             for k, v in sorted(cfg.streams.items())
         }
     if cfg.curriculum:  # runs without one keep the identity they always had
         schedules = check_curriculum(cfg.curriculum)
         out["curriculum"] = {k: dataclasses.asdict(v) for k, v in sorted(schedules.items())}
+    return out
+
+
+def _absence_identity(mixed: Any, dropout: Any) -> dict[str, Any]:
+    """``mixed`` and ``dropout`` as an identity holds them: only when set (runs without them
+    keep the identity they always had)."""
+    mixed, dropout = as_mixed(mixed), as_dropout(dropout)
+    out: dict[str, Any] = {}
+    if mixed_active(mixed):
+        out["mixed"] = dataclasses.asdict(mixed)
+    if dropout_active(dropout):
+        out["dropout"] = dataclasses.asdict(dropout)
     return out

@@ -8,7 +8,9 @@ callbacks (checkpoints, videos, evaluation are callbacks).
 A run directory holds ``config.json`` (the resolved config as plain data, read back by
 :class:`~marlgrid.agents.training.saved_run.SavedRun`), ``metrics.csv``, ``tensorboard/`` events,
 ``checkpoints/``, ``videos/`` and ``train.log`` (the run's messages). A run may train on several
-env streams (``streams``, :mod:`marlgrid.agents.training.streams`). Safety rules:
+env streams (``streams``, :mod:`marlgrid.agents.training.streams`), play some of a stream's envs
+without its experts and let experts leave during episodes (``mixed``, ``dropout``:
+:mod:`marlgrid.agents.training.mixing`). Safety rules:
 
 - **Checked first.** Every setting is checked when the trainer is built, before anything is
   written: :meth:`TrainConfig.validate`, then each learner config's own ``validate(key,

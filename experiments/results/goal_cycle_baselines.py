@@ -1,0 +1,159 @@
+"""Scripted baselines of the canonical goal cycle: what random actions, playing safe, perfect
+reward-blind navigation, the ideal discoverer and the oracle score, alone and beside oracles.
+
+    OMP_NUM_THREADS=1 python experiments/results/goal_cycle_baselines.py \
+        --csv experiments/results/goal_cycle_baselines.csv
+
+Tasks: ``MarlGrid-GoalCycle-13x13-3Agents-v0`` (3 tiles, clutter 0.15, ghost mode) at 7x7 with
+100-step episodes (the small scale of the presets) and at 13x13 with 250 steps (full scale),
+each at penalty 1.5 (canonical) and 0. Conditions: ``all_agents`` (the three agents play the
+policy; an episode's value is the mean over its agents) and ``beside_oracles`` (agent_0, the
+novice's slot, plays it beside two oracles; an episode's value is agent_0's). Every row plays
+the same ``--episodes`` fresh layouts (env ``i`` seeded ``--seed + i``), all at once in one
+batch. Per episode: the return, the tile entries that paid (``rewards``) and the wrong ones
+(``penalties``: each costs the penalty, nothing at penalty 0); each as a mean with a Student-t
+95% interval over episodes.
+``expected_return`` is what the entries counted imply for the two reward-blind policies:
+``play_safe`` scores its first tile (1 where it reached one), ``reward_blind`` 1 for the first
+tile plus ``0.5 + (1 - penalty) / 4`` for every later entry (see :mod:`marlgrid.baselines`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import marlgrid  # noqa: E402
+from marlgrid.analysis.stats import t_interval  # noqa: E402
+from marlgrid.constants import CYCLE_TILE  # noqa: E402
+from marlgrid.policies import make_policy  # noqa: E402
+
+ENV_ID = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+POLICIES = ("random", "play_safe", "reward_blind", "discoverer", "oracle")
+#: (map side, episode length): the presets' small and full scales
+SCALES = ((7, 100), (13, 250))
+PENALTIES = (1.5, 0.0)
+CONDITIONS = ("all_agents", "beside_oracles")
+FIELDS = [
+    "size",
+    "max_steps",
+    "n_goals",
+    "penalty",
+    "condition",
+    "policy",
+    "episodes",
+    "return_mean",
+    "return_low",
+    "return_high",
+    "rewards_mean",
+    "rewards_low",
+    "rewards_high",
+    "penalties_mean",
+    "penalties_low",
+    "penalties_high",
+    "expected_return",
+]
+
+
+def play(
+    size: int, max_steps: int, penalty: float, players: list[str], episodes: int, seed: int
+) -> dict[str, np.ndarray]:
+    """One episode in each of ``episodes`` envs with agent ``k`` playing ``players[k]``:
+    per-agent arrays ``(episodes, 3)`` of returns and of paid and wrong tile entries."""
+    vec = marlgrid.make_vec(ENV_ID, episodes, size=size, max_steps=max_steps, penalty=penalty)
+    policies = [make_policy(name, seed=seed + 7919 * k) for k, name in enumerate(players)]
+    vec.reset(seed=seed)
+    engine = vec.engine  # stepped directly: no autoreset, so the last step's entries count too
+    shape = (episodes, vec.num_agents)
+    returns, paid, wrong = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    actions = np.zeros(shape, dtype=np.int64)
+    rows = np.arange(episodes)[:, None]
+    for _ in range(max_steps):  # goal cycles never terminate: every env ends at max_steps
+        for k, policy in enumerate(policies):
+            actions[:, k] = policy.scripted_actions(engine, k)
+        before = engine.pos.copy()
+        engine.step(actions)
+        moved = (engine.pos != before).any(axis=2)
+        entered = moved & (
+            engine.grid[rows, engine.pos[..., 0], engine.pos[..., 1], 0] == CYCLE_TILE
+        )
+        returns += engine.rewards
+        paid += entered & (engine.rewards > 0)
+        wrong += entered & (engine.rewards <= 0)
+    assert engine.truncated.all(), "every episode ends at max_steps"
+    return {"return": returns, "rewards": paid, "penalties": wrong}
+
+
+def expected_return(policy: str, entries: np.ndarray, penalty: float) -> float:
+    """What the entries counted imply for a reward-blind policy (NaN for the others)."""
+    if policy == "play_safe":
+        return float(np.mean(entries > 0))
+    if policy == "reward_blind":
+        later = np.maximum(entries - 1, 0)
+        return float(np.mean((entries > 0) + later * (0.5 + (1 - penalty) / 4)))
+    return float("nan")
+
+
+def row(size: int, max_steps: int, penalty: float, condition: str, policy: str,
+        episodes: int, seed: int) -> dict[str, object]:  # fmt: skip
+    players = [policy] * 3 if condition == "all_agents" else [policy, "oracle", "oracle"]
+    found = play(size, max_steps, penalty, players, episodes, seed)
+    out: dict[str, object] = {
+        "size": size,
+        "max_steps": max_steps,
+        "n_goals": 3,
+        "penalty": penalty,
+        "condition": condition,
+        "policy": policy,
+        "episodes": episodes,
+    }
+    agents = slice(None) if condition == "all_agents" else slice(0, 1)
+    for key, values in found.items():
+        per_episode = values[:, agents].mean(axis=1)
+        low, high = t_interval(per_episode)
+        out |= {f"{key}_mean": per_episode.mean(), f"{key}_low": low, f"{key}_high": high}
+    entries = (found["rewards"] + found["penalties"])[:, agents]
+    out["expected_return"] = expected_return(policy, entries.ravel(), penalty)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=200, help="fresh layouts per row")
+    parser.add_argument("--seed", type=int, default=2024, help="env i is seeded seed + i")
+    parser.add_argument("--csv", type=Path, default=Path(__file__).with_suffix(".csv"))
+    args = parser.parse_args()
+    rows = []
+    for size, max_steps in SCALES:
+        for penalty in PENALTIES:
+            for condition in CONDITIONS:
+                for policy in POLICIES:
+                    start = time.perf_counter()
+                    rows.append(row(size, max_steps, penalty, condition, policy,
+                                    args.episodes, args.seed))  # fmt: skip
+                    r = rows[-1]
+                    print(
+                        f"{size}x{size} {max_steps} steps, penalty {penalty}, {condition:14} "
+                        f"{policy:12} return {r['return_mean']:6.2f} "
+                        f"[{r['return_low']:6.2f}, {r['return_high']:6.2f}] rewards "
+                        f"{r['rewards_mean']:5.2f} penalties {r['penalties_mean']:5.2f} "
+                        f"({time.perf_counter() - start:.0f} s)",
+                        flush=True,
+                    )
+    with args.csv.open("w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in r.items()})
+    print(f"wrote {args.csv} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()
