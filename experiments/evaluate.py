@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,15 +45,15 @@ from marlgrid.agents.training.transfer import (
     partners_from_text,
     run_conditions,
 )
+from marlgrid.analysis.stats import t_interval
 from marlgrid.config import ConfigError
 from marlgrid.rules import Rules
 
 
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
-    """Mean and the half-width of its normal-approximation 95% confidence interval."""
-    if len(values) < 2:
-        return float(np.mean(values)), float("nan")
-    return float(values.mean()), 1.96 * float(values.std(ddof=1)) / math.sqrt(len(values))
+    """Mean and the half-width of its Student-t 95% confidence interval (NaN below 2 values)."""
+    low, high = t_interval(values)
+    return float(np.mean(values)), (high - low) / 2
 
 
 def evaluate(
