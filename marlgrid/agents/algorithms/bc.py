@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
@@ -39,6 +37,7 @@ from torch import Tensor
 
 from marlgrid.agents.algorithms.bc_config import BCConfig
 from marlgrid.agents.algorithms.imitation import teacher_nll
+from marlgrid.agents.algorithms.net_state import NetworkLearnerState
 from marlgrid.agents.arrays import Obs, obs_cat, obs_index
 from marlgrid.agents.learner import Action, Step, register_learner
 from marlgrid.agents.networks.protocols import PolicyValueNet
@@ -60,13 +59,15 @@ class BCChunks:
     start_state: Tensor  # (N, S) memory state each chunk starts from
 
 
-class BC:
+class BC(NetworkLearnerState):
     """The behaviour-cloning learner (see the module docstring); built as
     ``BC(obs_space, act_space, cfg, seed)``.
 
     ``cfg`` is used as given: :meth:`BCConfig.validate` checks it (the trainer does, once, before
     it builds anything; call it when building a learner yourself).
     """
+
+    # checkpoints: NetworkLearnerState; the teacher buffer is not saved (a resume refills it)
 
     def __init__(
         self,
@@ -214,32 +215,6 @@ class BC:
             "charts/minibatches": float(len(nll_log)),
             "charts/update_time": time.perf_counter() - t0,
         }
-
-    # -- checkpoints -----------------------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        """Network, optimizer, RNG, counter and config (``torch.load(weights_only=True)`` loads
-        it); the teacher buffer is not saved (a resumed run refills it)."""
-        return {
-            "net": self.net.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "num_updates": self.num_updates,
-            "config": dataclasses.asdict(self.cfg),
-        }
-
-    @staticmethod
-    def acting_state(state: Mapping[str, Any]) -> dict[str, Any]:
-        """``state`` without what only training needs (the optimizer)."""
-        return {k: v for k, v in state.items() if k != "optimizer"}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved (the config entry is informational)."""
-        self.net.load_state_dict(state["net"])
-        if "optimizer" in state:  # absent from an exported policy (acting only)
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
-        self.num_updates = int(state["num_updates"])
 
 
 def _mean(values: list[Tensor]) -> float:

@@ -38,9 +38,7 @@ of the joint action, see :mod:`marlgrid.agents.networks.models`).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -50,6 +48,7 @@ from torch import Tensor
 
 from marlgrid.agents.algorithms import next_view  # noqa: F401 (registers the next_view term)
 from marlgrid.agents.algorithms.losses import MiniBatch, build_aux_losses, with_term_heads
+from marlgrid.agents.algorithms.net_state import NetworkLearnerState
 from marlgrid.agents.algorithms.ppo_config import PPO_LOGS, PPOConfig
 from marlgrid.agents.algorithms.ppo_loss import explained_variance, ppo_loss
 from marlgrid.agents.algorithms.refresh import refresh_rollout
@@ -64,7 +63,7 @@ from marlgrid.agents.storage.rollout_buffer import RolloutBuffer
 __all__ = ["PPO", "PPOConfig", "RolloutBuffer", "compute_gae", "explained_variance", "ppo_loss"]
 
 
-class PPO:
+class PPO(NetworkLearnerState):
     """Recurrent PPO learner around a network built by name (``cfg.network_kind``: by default
     an :class:`~marlgrid.agents.networks.models.ActorCritic`; any
     :class:`~marlgrid.agents.networks.protocols.PolicyValueNet`).
@@ -85,6 +84,8 @@ class PPO:
     ``cfg`` is used as given: :meth:`PPOConfig.validate` checks it (the trainer does, once,
     before it builds anything; call it when building a learner yourself).
     """
+
+    COUNTERS = ("num_updates", "num_refreshes")  # saved in checkpoints (NetworkLearnerState)
 
     def __init__(
         self,
@@ -354,33 +355,6 @@ class PPO:
             }
         )
         return metrics
-
-    # -- checkpoints -----------------------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        """Network, optimizer, counters and config (``torch.load(weights_only=True)`` loads it)."""
-        return {
-            "net": self.net.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "num_updates": self.num_updates,
-            "num_refreshes": self.num_refreshes,
-            "config": dataclasses.asdict(self.cfg),
-        }
-
-    @staticmethod
-    def acting_state(state: Mapping[str, Any]) -> dict[str, Any]:
-        """``state`` without what only training needs (the optimizer)."""
-        return {k: v for k, v in state.items() if k != "optimizer"}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved (the config entry is informational)."""
-        self.net.load_state_dict(state["net"])
-        if "optimizer" in state:  # absent from an exported policy (acting only)
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
-        self.num_updates = int(state["num_updates"])
-        self.num_refreshes = int(state["num_refreshes"])
 
 
 def _per_step(buffer: RolloutBuffer) -> Tensor:

@@ -1,0 +1,50 @@
+"""Checkpoint state of a learner made of one network, its optimizer, a torch RNG and counters.
+
+:class:`NetworkLearnerState` gives such a learner (PPO, behaviour cloning) its
+``state_dict`` / ``acting_state`` / ``load_state_dict``: the network, the optimizer, the
+generator, every counter named in ``COUNTERS`` and the config as plain data
+(``torch.load(weights_only=True)`` loads it). An exported policy (``acting_state``) drops the
+optimizer, and loading it restores the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+__all__ = ["NetworkLearnerState"]
+
+
+class NetworkLearnerState:
+    """Mixin: checkpoints of a learner with ``net``, ``optimizer``, ``generator``, ``cfg`` and
+    the integer counters of :attr:`COUNTERS`."""
+
+    #: integer attributes saved and restored with the network
+    COUNTERS: ClassVar[tuple[str, ...]] = ("num_updates",)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Network, optimizer, RNG, counters and config."""
+        me: Any = self
+        return {
+            "net": me.net.state_dict(),
+            "optimizer": me.optimizer.state_dict(),
+            "generator": me.generator.get_state(),
+            **{name: getattr(self, name) for name in self.COUNTERS},
+            "config": dataclasses.asdict(me.cfg),
+        }
+
+    @staticmethod
+    def acting_state(state: Mapping[str, Any]) -> dict[str, Any]:
+        """``state`` without what only training needs (the optimizer)."""
+        return {k: v for k, v in state.items() if k != "optimizer"}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (the config entry is informational)."""
+        me: Any = self
+        me.net.load_state_dict(state["net"])
+        if "optimizer" in state:  # absent from an exported policy (acting only)
+            me.optimizer.load_state_dict(state["optimizer"])
+        me.generator.set_state(state["generator"])
+        for name in self.COUNTERS:
+            setattr(self, name, int(state[name]))
