@@ -96,14 +96,6 @@ class BC(NetworkLearnerState):
 
     # -- acting and recording --------------------------------------------------------------------
 
-    def initial_state(self, num_slots: int) -> Tensor:
-        """Zero memory state for ``num_slots`` slots."""
-        return self.net.initial_state(num_slots)
-
-    def reset_state(self, state: Tensor, resets: Tensor) -> Tensor:
-        """``state`` with the slots where ``resets`` is set reset by the memory core."""
-        return self.net.memory.reset_state(state, resets)
-
     @torch.inference_mode()
     def act(self, obs: Obs, state: Tensor, resets: Tensor, explore: bool = True) -> Action:
         """Its own policy on its own observations: sampled, or greedy without ``explore``."""

@@ -1,7 +1,9 @@
-"""Checkpoint state of a learner made of one network, its optimizer, a torch RNG and counters.
+"""What every learner made of one network (its memory core inside), an optimizer, a torch RNG and
+counters shares: memory states and checkpoints.
 
-:class:`NetworkLearnerState` gives such a learner (PPO, behaviour cloning) its
-``state_dict`` / ``acting_state`` / ``load_state_dict``: the network, the optimizer, the
+:class:`NetworkLearnerState` gives such a learner (PPO, behaviour cloning) ``initial_state`` and
+``reset_state`` (the network's memory core owns them), and ``state_dict`` / ``acting_state`` /
+``load_state_dict``: the network, the optimizer, the
 generator, every counter named in ``COUNTERS`` and the config as plain data
 (``torch.load(weights_only=True)`` loads it). An exported policy (``acting_state``) drops the
 optimizer, and loading it restores the rest.
@@ -13,6 +15,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from torch import Tensor
+
 __all__ = ["NetworkLearnerState"]
 
 
@@ -22,6 +26,16 @@ class NetworkLearnerState:
 
     #: integer attributes saved and restored with the network
     COUNTERS: ClassVar[tuple[str, ...]] = ("num_updates",)
+
+    def initial_state(self, num_slots: int) -> Tensor:
+        """Zero memory state for ``num_slots`` slots."""
+        me: Any = self
+        return me.net.initial_state(num_slots)
+
+    def reset_state(self, state: Tensor, resets: Tensor) -> Tensor:
+        """``state`` with the slots where ``resets`` is set reset by the memory core."""
+        me: Any = self
+        return me.net.memory.reset_state(state, resets)
 
     def state_dict(self) -> dict[str, Any]:
         """Network, optimizer, RNG, counters and config."""
