@@ -4,8 +4,10 @@
         --out experiments/results/default_run.png
 
 Each run's ``metrics.csv`` gives the return per update; ``--baselines`` plays the first run's env
-(its saved config, :func:`marlgrid.analysis.runs.read_config`) with the random and oracle scripted
-policies (single agent) and draws their mean returns.
+(its saved config, :func:`marlgrid.analysis.runs.read_config`) with scripted policies, every agent
+playing the same one, and draws their mean returns: ``random`` in every env, and in a goal cycle
+also the ``oracle`` and the ``discoverer`` (the other envs have no scripted player that knows the
+task; the command says which baselines it drew).
 """
 
 from __future__ import annotations
@@ -21,14 +23,24 @@ from marlgrid.analysis.runs import read_config
 __all__ = ["CurveError", "main", "read_curve", "scripted_baselines", "smooth"]
 
 
+#: scripted policies that need a goal cycle (they read its tiles)
+GOAL_CYCLE_POLICIES = ("oracle", "discoverer")
+
+
+def baseline_policies(env) -> tuple[str, ...]:
+    """The scripted baselines ``env`` (a marlgrid PettingZoo env) can be played by."""
+    return ("random", *GOAL_CYCLE_POLICIES) if env.rules.n_goals >= 2 else ("random",)
+
+
 def scripted_baselines(env_id: str, settings: dict, episodes: int = 50) -> dict[str, float]:
+    """Mean return per agent of each of :func:`baseline_policies` over ``episodes`` episodes."""
     import marlgrid
     from marlgrid.episode import run_episode
     from marlgrid.policies import make_policy
 
     env = marlgrid.make(env_id, **settings)
     out = {}
-    for name in ("random", "oracle"):
+    for name in baseline_policies(env):
         returns = [
             np.mean(
                 list(
@@ -72,10 +84,11 @@ def main(argv: list[str] | None = None) -> None:
         env = (read_config(args.runs[0]) or {}).get("env") or {}
         if "id" not in env:
             parser.error(f"--baselines: {args.runs[0]} has no saved config naming its env")
-        for (name, value), style in zip(
-            scripted_baselines(env["id"], env.get("settings") or {}).items(), ("--", ":"),
-            strict=True,
-        ):  # fmt: skip
+        drawn = scripted_baselines(env["id"], env.get("settings") or {})
+        if set(drawn) != {"random", *GOAL_CYCLE_POLICIES}:
+            print(f"baselines: {', '.join(GOAL_CYCLE_POLICIES)} need a goal-cycle env; "
+                  f"{env['id']} gets {', '.join(drawn)} only")  # fmt: skip
+        for (name, value), style in zip(drawn.items(), ("--", ":", "-."), strict=False):
             ax.axhline(value, color="grey", linestyle=style, label=f"{name} policy ({value:.2f})")
             print(f"{name} policy: mean return {value:.3f}")
     ax.set_xlabel("environment steps")

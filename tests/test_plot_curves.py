@@ -47,3 +47,15 @@ def test_a_good_run_is_plotted(run, tmp_path, capsys):
     main([str(run), "--metric", "losses/value_loss", "--out", str(out)])
     assert out.stat().st_size > 0
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_baselines_of_an_env_without_a_goal_cycle_are_random_only() -> None:
+    """The T-maze (the default task) has no tiles: the oracle cannot play it, so only the
+    random baseline is drawn (the command used to crash there)."""
+    from experiments.plot_curves import scripted_baselines
+
+    drawn = scripted_baselines("MarlGrid-MemoryS7TMaze-v0", {}, episodes=3)
+    assert list(drawn) == ["random"]
+    cycle = scripted_baselines("MarlGrid-GoalCycle-7x7-v0", {"max_steps": 30}, episodes=2)
+    assert list(cycle) == ["random", "oracle", "discoverer"]
+    assert cycle["oracle"] > cycle["random"]
