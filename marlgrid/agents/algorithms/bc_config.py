@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from marlgrid.agents.algorithms.chunking import check_chunking
 from marlgrid.agents.algorithms.imitation import check_teacher_id
 from marlgrid.agents.devices import check_device
 from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
@@ -60,25 +61,13 @@ class BCConfig:
         check_float(f"{key}.lr", self.lr, low=0.0, low_open=True)
         check_float(f"{key}.adam_eps", self.adam_eps, low=0.0, low_open=True)
         check_float(f"{key}.max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
-        check_int(f"{key}.num_steps", self.num_steps, low=1)
         check_int(f"{key}.epochs", self.epochs, low=1)
-        check_int(f"{key}.chunk_len", self.chunk_len, low=1)
-        if self.chunk_len > self.num_steps:
-            raise ConfigError(
-                f"{key}.chunk_len must be <= {key}.num_steps ({self.num_steps}), "
-                f"got {self.chunk_len}"
-            )
-        check_int(f"{key}.num_minibatches", self.num_minibatches, low=1)
         check_device(f"{key}.device", self.device)
-        if num_slots is not None:
-            per_column = -(-self.num_steps // self.chunk_len)
-            columns = num_slots * len(teachers)
-            if self.num_minibatches > per_column * columns:
-                raise ConfigError(
-                    f"{key}.num_minibatches must be <= the sequence chunks of one update, "
-                    f"ceil(num_steps / chunk_len) * (num_envs * agents * teachers) = {per_column}"
-                    f" * {columns} = {per_column * columns}, got {self.num_minibatches}"
-                )
+        columns = None if num_slots is None else num_slots * len(teachers)
+        check_chunking(
+            key, self.num_steps, self.chunk_len, self.num_minibatches, columns,
+            "num_envs * agents * teachers", "sequence",
+        )  # fmt: skip
 
     def steps_per_iteration(self) -> int:
         """Env steps per env in one trainer iteration: one rollout, ``num_steps``."""

@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from marlgrid.agents.algorithms.chunking import check_chunking
 from marlgrid.agents.algorithms.imitation import check_teacher_id  # registers 'imitation'
 from marlgrid.agents.algorithms.losses import check_aux_losses
 from marlgrid.agents.devices import check_device
 from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
 from marlgrid.agents.networks.registry import check_network_kind
-from marlgrid.config import ConfigError, check_bool, check_float, check_int
+from marlgrid.config import check_bool, check_float, check_int
 
 __all__ = ["PPO_LOGS", "PPOConfig"]
 
@@ -81,29 +82,13 @@ class PPOConfig:
             check_float(f"{key}.ent_coef_final", self.ent_coef_final, low=0.0)
         for name in ("anneal_lr", "norm_adv", "clip_vloss"):
             check_bool(f"{key}.{name}", getattr(self, name))
-        check_int(f"{key}.num_steps", self.num_steps, low=1)
         check_int(f"{key}.update_epochs", self.update_epochs, low=1)
-        check_int(f"{key}.chunk_len", self.chunk_len, low=1)
-        if self.chunk_len > self.num_steps:
-            raise ConfigError(
-                f"{key}.chunk_len must be <= {key}.num_steps ({self.num_steps}), "
-                f"got {self.chunk_len}"
-            )
-        check_int(f"{key}.num_minibatches", self.num_minibatches, low=1)
         check_int(f"{key}.refresh_interval", self.refresh_interval, low=0)
         for name in ("kl_target", "kl_hard_limit"):
             if getattr(self, name) is not None:
                 check_float(f"{key}.{name}", getattr(self, name), low=0.0, low_open=True)
         check_device(f"{key}.device", self.device)
-        if num_slots is not None:
-            per_slot = -(-self.num_steps // self.chunk_len)
-            chunks = per_slot * num_slots
-            if self.num_minibatches > chunks:
-                raise ConfigError(
-                    f"{key}.num_minibatches must be <= the trajectory chunks of one update, "
-                    f"ceil(num_steps / chunk_len) * (num_envs * agents) = {per_slot} * "
-                    f"{num_slots} = {chunks}, got {self.num_minibatches}"
-                )
+        check_chunking(key, self.num_steps, self.chunk_len, self.num_minibatches, num_slots)
 
     def steps_per_iteration(self) -> int:
         """Env steps per env in one trainer iteration: one rollout, ``num_steps``."""
