@@ -314,15 +314,26 @@ def test_a_library_expert_without_extras_plays_beside_a_novice_with_them(tmp_pat
     trainer = Trainer(_novice_beside(LIBRARY_EXPERT), tmp_path / "run")
     for agent in ("agent_0", "agent_1"):  # the env gives every agent the reward input
         assert sorted(trainer.vec.single_observation_space(agent).spaces) == ["image", "reward"]
-    groups = {g.name: g for g in trainer.groups}
-    for agent in ("agent_1", "agent_2"):
-        frozen = groups[agent].learner
-        assert frozen.keys == ()  # it sees the bare view, as in training
-        for key, tensor in frozen.net.state_dict().items():
-            assert torch.equal(tensor, saved["learners"]["main"]["net"][key]), (agent, key)
+    # both experts play the same file's one network: one group, one forward per step
+    (experts,) = [g for g in trainer.groups if not g.train]
+    assert experts.agents == ["agent_1", "agent_2"] and experts.name == "agent_1+agent_2"
+    frozen = experts.learner
+    assert frozen.keys == ()  # it sees the bare view, as in training
+    for key, tensor in frozen.net.state_dict().items():
+        assert torch.equal(tensor, saved["learners"]["main"]["net"][key]), key
     obs, _ = trainer.vec.reset(seed=0)
-    groups["agent_1"].begin(obs, trainer.vec.num_envs)
-    assert groups["agent_1"].act().shape == (2, 1)
+    experts.begin(obs, trainer.vec.num_envs)
+    assert experts.act().shape == (2, 2)  # (envs, agents of the group)
+
+
+def test_frozen_agents_share_a_group_only_when_they_play_the_same_policy_the_same_way(tmp_path):
+    greedy = _novice_beside(LIBRARY_EXPERT, "roles.agent_2.deterministic=true")
+    groups = [g for g in Trainer(greedy, tmp_path / "a").groups if not g.train]
+    assert [g.agents for g in groups] == [["agent_1"], ["agent_2"]]
+    assert [g.explore for g in groups] == [True, False]
+    plain = _novice_beside(LIBRARY_EXPERT, "env.settings.agents.agent_2.color=null")
+    groups = [g for g in Trainer(plain, tmp_path / "b").groups if not g.train]
+    assert [g.agents for g in groups] == [["agent_1"], ["agent_2"]]  # other agent settings
 
 
 def test_an_expert_trained_with_another_view_is_refused_naming_the_setting(tmp_path):
@@ -391,11 +402,13 @@ def test_novice_plays_beside_the_trained_experts_of_a_checkpoint(
         ]
     )
     trainer = Trainer(cfg, tmp_path / "run")
-    groups = {g.name: g for g in trainer.groups}
+    groups = {a: g for g in trainer.groups for a in g.agents}
     assert sorted(trainer.learners) == ["main"] and not trainer.scripted
+    shared = len(set(plays.values())) == 1  # one network plays both: one group
+    assert len(trainer.groups) == (2 if shared else 3)
     for agent, learner in plays.items():
         group = groups[agent]
-        assert not group.train and group.agents == [agent]
+        assert not group.train and group.agents == (sorted(plays) if shared else [agent])
         net = group.learner.net.state_dict()
         assert net.keys() == saved[learner]["net"].keys()
         for key, tensor in net.items():

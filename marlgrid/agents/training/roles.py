@@ -110,12 +110,7 @@ def load_frozen(
     """
     payload = load_checkpoint(Path(path))
     learners = payload["learners"]
-    if name not in learners:
-        if len(learners) != 1:
-            raise CheckpointError(
-                f"checkpoint {path} holds learners {sorted(learners)}; name one with learner=..."
-            )
-        name = next(iter(learners))
+    name = _saved_learner(path, name, learners)
     keys = None
     trained = _trained_agent(payload, name) if plays is not None else None
     if plays is not None and trained is not None:
@@ -138,6 +133,18 @@ def load_frozen(
             f"{trained if env else ''}"
         ) from exc
     return learner if keys is None else TrainedView(learner, keys)
+
+
+def _saved_learner(path: str | Path, name: str, learners: Mapping[str, Any]) -> str:
+    """The learner a frozen role named ``name`` plays from checkpoint ``path``: that one, or
+    the checkpoint's only learner."""
+    if name in learners:
+        return name
+    if len(learners) != 1:
+        raise CheckpointError(
+            f"checkpoint {path} holds learners {sorted(learners)}; name one with learner=..."
+        )
+    return next(iter(learners))
 
 
 class TrainedView:
@@ -242,6 +249,19 @@ def _learner_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig
     return PolicyGroup(name, learner, agents)
 
 
+def _frozen_key(ctx: _Context, agent: str, role: RoleConfig) -> tuple[Any, ...]:
+    """What makes two frozen agents one policy group: the same learner of the same checkpoint
+    file, acting the same way, on the same observation (agent settings and spaces)."""
+    path = Path(str(role.checkpoint)).resolve()
+    learner = _saved_learner(path, role.learner, load_checkpoint(path)["learners"])
+    configs = getattr(ctx.vec, "agent_configs", None)
+    index = ctx.vec.possible_agents.index(agent)
+    settings = None if configs is None else repr(configs[index])
+    spaces = tuple(str(s(agent)) for s in (ctx.vec.single_observation_space,
+                                           ctx.vec.single_action_space))  # fmt: skip
+    return str(path), learner, role.deterministic, settings, spaces
+
+
 def _frozen_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> PolicyGroup:
     obs_space, act_space = ctx.spaces(agents, name)
     configs = getattr(ctx.vec, "agent_configs", None)  # a marlgrid env's: checked against it
@@ -297,8 +317,9 @@ def build_groups(
     seed: int,
     shared: Mapping[str, Learner] | None = None,
 ) -> tuple[list[PolicyGroup], dict[str, Any]]:
-    """Policy groups (learners: one network per learner name; frozen: one per agent) and
-    scripted policies (per agent).
+    """Policy groups (learners: one network per learner name; frozen: one per checkpoint
+    learner, acting mode and observation, so agents playing the same policy share its
+    forwards) and scripted policies (per agent).
 
     ``learner_configs`` maps learner names to their configs; the ``i``-th group in sorted
     ``(kind, name)`` order is seeded with ``seed * 1000 + i``. ``shared``: learners already
@@ -313,9 +334,19 @@ def build_groups(
     groups: list[PolicyGroup] = []
     scripted: dict[str, Any] = {}
     ctx = _Context(vec, learner_configs, seed, dict(shared or {}))
+    frozen: dict[tuple[Any, ...], PolicyGroup] = {}  # frozen agents playing one policy
     for index, ((kind_name, name), agents) in enumerate(sorted(keyed.items())):
         kind, ctx.index = ROLE_KINDS[kind_name], index
+        if kind_name == "frozen":
+            key = _frozen_key(ctx, agents[0], roles[agents[0]])
+            if key in frozen:  # one forward per step for all of them
+                same = frozen[key]
+                same.agents.extend(agents)
+                same.name = "+".join(same.agents)
+                continue
         built = kind.build(ctx, name, agents, roles[agents[0]])
+        if kind_name == "frozen":
+            frozen[key] = built
         if kind.is_policy_group:
             groups.append(built)
         else:
