@@ -430,10 +430,10 @@ def test_refresh_presets_differ_only_in_the_refresh_interval(preset, interval):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_presets_train_the_fast_symbolic_torso_on_both_cores(preset):
+def test_presets_train_the_fast_symbolic_torso_one_thread_per_run(preset):
     cfg = _compose([f"experiment={preset}"])
-    assert cfg.torch_threads == 2
-    assert _compose([f"experiment={preset}", "torch_threads=1"]).torch_threads == 1
+    assert cfg.torch_threads == 1  # sweeps run two at a time (benchmarks README)
+    assert _compose([f"experiment={preset}", "torch_threads=2"]).torch_threads == 2
     assert cfg.agent.network.symbolic_encoder == "bag"
     assert all(c.network.symbolic_encoder == "bag" for c in cfg.learners.values())
 

@@ -27,14 +27,16 @@ rest       everything else in the loop (Python glue of the rollout and the train
 ========== ===================================================================================
 
 The **floor** is the network's arithmetic: one more iteration runs under a dispatch mode that
-records every matrix product (``mm``, ``addmm``, ``bmm``, convolutions, and the fused RNN
-layers, counted as their input-projection and per-step recurrent products, twice that for
-their backward) with its shape and phase; each distinct shape is then timed alone, in this
-run, with the loop's torch threads (best of several repeats), and the floor is the sum of
-count x time. It is a lower bound on the loop's wall time: it leaves out the env, lookups
-(``embedding_bag``) and elementwise work. The headline is wall / floor per loop.
+records every matrix product (``mm``, ``addmm``, ``bmm``, ``linear``, the fused RNN layers as
+their input-projection and per-step recurrent products, twice that for their backward) and
+every convolution (its backward as two of its forward) with its shape and phase; each distinct
+shape is then timed alone, in this run, with the loop's torch threads (best of several
+repeats), and the floor is the sum of count x time. It leaves out the env, lookups
+(``embedding_bag``), elementwise work and the optimizer, so it is about a lower bound on the
+loop's wall time (a convolution's backward may take less than twice its forward). The
+headline is wall / floor per loop.
 
-    python experiments/benchmarks/ledger.py                      # all five loops, 1 thread
+    python experiments/benchmarks/ledger.py                      # every loop, 1 thread
     python experiments/benchmarks/ledger.py --loops canonical --threads 2
     python experiments/benchmarks/ledger.py --json experiments/results/ledger.json
 
@@ -73,17 +75,27 @@ LOOPS: dict[str, tuple[str, list[str]]] = {
     ),
     "frozen_experts": (
         "novice (ppo_lstm_fast) beside 2 frozen trained experts, GoalCycle 7x7, 16 envs",
-        ["experiment=novice_with_experts", "scale=small", "roles=novice_with_trained_experts",
-         f"roles.agent_1.checkpoint={EXPERT}"],
+        [
+            "experiment=novice_with_experts",
+            "scale=small",
+            "roles=novice_with_trained_experts",
+            f"roles.agent_1.checkpoint={EXPERT}",
+        ],
     ),  # fmt: skip
+    "main_job": ("the README's main job: ppo_lstm (conv encoder) on the 7x7 T-maze, 8 envs", []),
+    "main_job_fast": ("the main job with ppo_lstm_fast", ["agent=ppo_lstm_fast"]),
     "drqn": (
         "DRQN (LSTM), Empty-8x8, 8 envs",
         ["agent=drqn", "env.id=MarlGrid-Empty-8x8-v0", "env.num_envs=8", "env.settings={}"],
     ),
     "popgym": (
         "the POPGym preset (GRU 256), RepeatPreviousEasy, 16 envs",
-        ["agent=ppo_popgym", "env.id=popgym:RepeatPreviousEasy", "env.num_envs=16",
-         "env.settings={}"],
+        [
+            "agent=ppo_popgym",
+            "env.id=popgym:RepeatPreviousEasy",
+            "env.num_envs=16",
+            "env.settings={}",
+        ],
     ),  # fmt: skip
 }
 PHASES = ("env", "obs", "act", "frozen", "scripted", "social", "log", "storage", "update",
@@ -206,8 +218,10 @@ def instrument(timer: PhaseTimer, trainer: Any) -> Patches:
 
 
 def matmul_census(timer: PhaseTimer) -> Any:
-    """A dispatch mode that counts the matrix products of the ops it sees, by phase and shape
-    ``(m, k, n)`` (convolutions as their im2col product; fused RNN layers as their products)."""
+    """A dispatch mode that counts the matrix products of the ops it sees, by phase and shape:
+    ``("mm", (m, k, n))`` (fused RNN layers as their products) or ``("conv", (input shape,
+    weight shape, stride, padding, dilation, groups))`` (a convolution's backward counts as two
+    of its forward)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -216,10 +230,16 @@ def matmul_census(timer: PhaseTimer) -> Any:
     class Census(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
-            self.counts: Counter[tuple[str, tuple[int, int, int]]] = Counter()
+            self.counts: Counter[tuple[str, tuple[str, tuple[Any, ...]]]] = Counter()
 
         def add(self, m: int, k: int, n: int, times: int = 1) -> None:
-            self.counts[(timer.current, (int(m), int(k), int(n)))] += times
+            self.counts[(timer.current, ("mm", (int(m), int(k), int(n))))] += times
+
+        def add_conv(self, x: Any, w: Any, rest: tuple[Any, ...], times: int) -> None:
+            stride, padding, dilation, groups = (tuple(r) if isinstance(r, (list, tuple))
+                                                 else int(r) for r in rest)  # fmt: skip
+            spec = (tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups)
+            self.counts[(timer.current, ("conv", spec))] += times
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
@@ -239,12 +259,11 @@ def matmul_census(timer: PhaseTimer) -> Any:
             elif packet in (aten.bmm, aten.baddbmm):
                 a, b = (args[0], args[1]) if packet is aten.bmm else (args[1], args[2])
                 self.add(a.shape[1], a.shape[2], b.shape[2], a.shape[0])
-            elif packet is aten.convolution:
-                x, w = args[0], args[1]
-                out = func(*args, **kwargs)
-                n_out = out.shape[0] * out[0, 0].numel()
-                self.add(n_out, w[0].numel(), w.shape[0])
-                return out
+            elif packet is aten.convolution:  # input, weight, bias, stride, padding, dilation,
+                # transposed, output padding, groups
+                self.add_conv(args[0], args[1], (args[3], args[4], args[5], args[8]), 1)
+            elif packet is aten.convolution_backward:  # grad, input, weight, bias sizes, ...
+                self.add_conv(args[1], args[2], (args[4], args[5], args[6], args[9]), 2)
             elif packet in (aten.mkldnn_rnn_layer, aten.mkldnn_rnn_layer_backward):
                 x, w_ih = args[0], args[1]
                 T, B, F = x.shape
@@ -257,24 +276,50 @@ def matmul_census(timer: PhaseTimer) -> Any:
     return Census()
 
 
-def time_matmul(shape: tuple[int, int, int], repeats: int = 5, min_seconds: float = 0.02) -> float:
-    """Seconds of one ``torch.mm`` of ``(m, k) @ (k, n)`` in float32, best of ``repeats``."""
-    import torch
-
-    m, k, n = shape
-    a, b, out = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
-    torch.mm(a, b, out=out)
+def best_time(fn: Callable[[], Any], repeats: int = 7, min_seconds: float = 0.05) -> float:
+    """Seconds of one call of ``fn``, best of ``repeats`` timed batches of calls."""
+    fn()
     t0, calls = time.perf_counter(), 0
     while time.perf_counter() - t0 < min_seconds / 4:
-        torch.mm(a, b, out=out)
+        fn()
         calls += 1
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(calls):
-            torch.mm(a, b, out=out)
+            fn()
         best = min(best, (time.perf_counter() - t0) / calls)
     return best
+
+
+def time_matmul(shape: tuple[int, int, int], repeats: int = 7, min_seconds: float = 0.05) -> float:
+    """Seconds of one ``torch.mm`` of ``(m, k) @ (k, n)`` in float32, best of ``repeats``."""
+    import torch
+
+    m, k, n = shape
+    a, b, out = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
+    return best_time(lambda: torch.mm(a, b, out=out), repeats, min_seconds)
+
+
+def work_time_and_flop(item: tuple[str, tuple[Any, ...]]) -> tuple[float, float]:
+    """Seconds and FLOP of one product of the census (timed alone, float32)."""
+    import torch
+
+    kind, spec = item
+    if kind == "mm":
+        m, k, n = spec
+        return time_matmul(spec), 2.0 * m * k * n
+    x_shape, w_shape, stride, padding, dilation, groups = spec
+    x, w = torch.randn(x_shape), torch.randn(w_shape)
+    conv = {3: torch.conv1d, 4: torch.conv2d, 5: torch.conv3d}[len(x_shape)]
+
+    def run() -> Any:
+        return conv(x, w, None, stride, padding, dilation, groups)
+
+    with torch.no_grad():
+        seconds = best_time(run)
+        out = run()
+    return seconds, 2.0 * out.numel() * w[0].numel()
 
 
 # -- one loop -------------------------------------------------------------------------------------
@@ -377,12 +422,13 @@ def run_loop(name: str, threads: int, warmup: int, iterations: int, extra: list[
         0.0, res.wall_s - sum(res.phases_s.values())
     )
     torch.set_num_threads(threads)
-    per_shape = {shape: time_matmul(shape) for shape in {s for _, s in census.counts}}
+    per_item = {item: work_time_and_flop(item) for item in {i for _, i in census.counts}}
     floors: dict[str, float] = defaultdict(float)
-    for (phase, shape), count in census.counts.items():
-        floors[phase] += count * per_shape[shape] * iterations
-        res.gflop += 2e-9 * count * shape[0] * shape[1] * shape[2] * iterations
-    res.floor_phases_s, res.floor_s, res.shapes = dict(floors), sum(floors.values()), len(per_shape)
+    for (phase, item), count in census.counts.items():
+        seconds, flop = per_item[item]
+        floors[phase] += count * seconds * iterations
+        res.gflop += 1e-9 * count * flop * iterations
+    res.floor_phases_s, res.floor_s, res.shapes = dict(floors), sum(floors.values()), len(per_item)
     return res
 
 

@@ -39,8 +39,12 @@ LOOPS: dict[str, tuple[int, list[str] | None, int]] = {
     "scripted_experts": (3, ["experiment=novice_with_experts", "scale=small"], 40_960),
     "frozen_experts": (
         3,
-        ["experiment=novice_with_experts", "scale=small", "roles=novice_with_trained_experts",
-         f"roles.agent_1.checkpoint={EXPERT}"],
+        [
+            "experiment=novice_with_experts",
+            "scale=small",
+            "roles=novice_with_trained_experts",
+            f"roles.agent_1.checkpoint={EXPERT}",
+        ],
         40_960,
     ),  # fmt: skip
     "popgym": (1, None, 49_152),
@@ -140,8 +144,10 @@ def report(found: list[Measure], commit: str) -> list[dict]:
         rows.append({"loop": loop, "agents": this.agents, "base": base.best, "this": this.best,
                      "ratio": ratio, "base_rates": base.rates, "this_rates": this.rates,
                      "errors": base.errors + this.errors})  # fmt: skip
-        print(f"  {loop:<17} base {base.best:8,.0f} ({base.best * base.agents:8,.0f})   this "
-              f"{this.best:8,.0f} ({this.best * this.agents:8,.0f})   {ratio:.2f}x")
+        print(
+            f"  {loop:<17} base {base.best:8,.0f} ({base.best * base.agents:8,.0f})   this "
+            f"{this.best:8,.0f} ({this.best * this.agents:8,.0f})   {ratio:.2f}x"
+        )
     return rows
 
 
