@@ -21,7 +21,9 @@ Running the same command again resumes from the newest checkpoint, or says the r
 ``total_timesteps=N extend=true hydra.run.dir=<run dir>`` trains a run on to ``N`` steps. Every
 setting is checked before a folder is made; a run directory is locked while a process trains in
 it. SIGINT (Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is written, and the
-exit code is 130 or 143.
+exit code is 130 or 143. A signal to a sweep (``-m``) reaches every job, in whatever process
+the launcher runs it: each checkpoints and stops, jobs not started yet do not start, and the
+sweep exits 130 or 143 once they have; rerunning the command resumes them.
 
 Installed (``pip install -e .``), the same entry point is the ``marlgrid-train`` command; either
 way the configs come from the checkout's ``conf/`` (:data:`CONF_DIR`). The trainer also writes
@@ -32,6 +34,7 @@ the resolved config as ``config.json``, which
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -52,6 +55,7 @@ from marlgrid.agents.training.run_dir import (
     job_subdir,
     remove_fresh_dirs,
 )
+from marlgrid.agents.training.sweep_stop import SweepStop, mark, marked_signal
 from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer
 from marlgrid.config import ConfigError
 
@@ -106,7 +110,13 @@ def _fail(message: str) -> None:
 def main(cfg: DictConfig) -> float:
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
-    top = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else os.getcwd()
+    sweep = hc.mode == RunMode.MULTIRUN
+    top = hc.sweep.dir if sweep else os.getcwd()
+    stopped = marked_signal() if sweep else None
+    if stopped is not None:  # the sweep was stopped before this job began
+        remove_fresh_dirs(run_dir, STARTED, top)
+        print(f"sweep stopped by {signal.Signals(stopped).name}: {run_dir} not started")
+        return float("nan")
     stop = StopRequest()
     with stop:
         try:
@@ -125,7 +135,12 @@ def main(cfg: DictConfig) -> float:
         try:
             metrics = trainer.run()
         except Interrupted as exc:
-            sys.exit(exc.exit_code)
+            if not sweep:
+                sys.exit(exc.exit_code)
+            # a sweep's job: stop the other jobs too, and return (a launcher would cut short
+            # the jobs still checkpointing if this one raised); the sweep exits with the code
+            mark(exc.signum)
+            return float("nan")
         except KeyboardInterrupt:
             sys.exit(stop.exit_code)
         except (RunLockedError, CheckpointError, ConfigError) as exc:
@@ -133,5 +148,18 @@ def main(cfg: DictConfig) -> float:
     return float(metrics.get("charts/episodic_return", float("nan")))
 
 
+def cli() -> None:
+    """The command line: :func:`main`; a sweep (``-m``) is held in a :class:`SweepStop`, so a
+    signal to this process stops every job wherever the launcher runs it (each checkpoints),
+    and the sweep exits 130 or 143 once they all have."""
+    if not any(a in ("-m", "--multirun") or a == "hydra.mode=MULTIRUN" for a in sys.argv[1:]):
+        main()
+        return
+    with SweepStop() as stop:
+        main()
+    if stop.signum is not None:
+        sys.exit(128 + stop.signum)
+
+
 if __name__ == "__main__":
-    main()
+    cli()

@@ -325,3 +325,54 @@ def test_ray_cluster_preset_writes_runs_under_the_launch_directory(tmp_path, ray
             os.killpg(head.pid, 9)
             head.wait(timeout=10)
     _assert_none_left(token)
+
+
+# -- signals to a sweep whose jobs run in other processes ---------------------------------------
+
+
+def _csv_steps(run_dir: Path) -> list[int]:
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        return [int(float(r["step"])) for r in csv.DictReader(f)]
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_joblib_sweep_checkpoints_every_job_and_the_rerun_resumes_them(tmp_path):
+    """5 trials: SIGTERM to the sweep's parent at a random moment while two jobs train in
+    joblib's worker processes (a third waits): every job checkpoints and stops, the waiting one
+    never starts, no process is left, and rerunning the command completes all three."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    import random
+    import signal
+
+    from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint
+
+    rng, total = random.Random(4), 128 * 60  # 60 updates of 4 envs x 32 steps
+    for trial in range(5):
+        token, sweep = uuid.uuid4().hex, tmp_path / f"trial_{trial}"
+        cmd = [*TRAIN, "-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+               *TINY, f"total_timesteps={total}", f"hydra.sweep.dir={sweep}"]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(token), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(started := sorted(sweep.glob("*/seed_*/metrics.csv"))) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read()
+            time.sleep(0.1)
+        jobs = [started[0].parent.parent / f"seed_{s}" for s in range(3)]
+        time.sleep(rng.uniform(0.0, 1.0))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 143, out[-3000:]
+        _assert_none_left(token, wait_s=30)
+        for job in jobs[:2]:
+            saved = load_checkpoint(list_checkpoints(job / "checkpoints")[-1])
+            steps = _csv_steps(job)
+            assert steps[-1] == saved["global_step"] < total, (job, steps[-3:])
+            assert f"SIGTERM at update {saved['update']} " in out
+        assert not jobs[2].exists() and f"{jobs[2]} not started" in out
+        again = subprocess.run(cmd, cwd=tmp_path, env=_env(token), capture_output=True,
+                               text=True, timeout=600)  # fmt: skip
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+        assert again.stdout.count("resumed from") == 2
+        for job in jobs:
+            assert _csv_steps(job) == list(range(128, total + 1, 128))  # every row once
+        _assert_none_left(token, wait_s=30)

@@ -5,8 +5,9 @@
 - :class:`RunLock` holds an exclusive ``fcntl.flock`` on ``<run_dir>/.lock`` while a process
   trains there; a second process fails at once naming the holder's PID. The kernel drops the lock
   when its holder dies, so a lock left by a killed process is taken over (and reported).
-- :class:`StopRequest` turns SIGINT and SIGTERM into a flag the trainer checks between env steps,
-  so that it can write a consistent checkpoint before exiting.
+- :class:`StopRequest` turns SIGINT and SIGTERM (or a stopped sweep's marker,
+  :mod:`.sweep_stop`) into a flag the trainer checks between iterations, so that it can write a
+  consistent checkpoint before exiting.
 - :func:`remove_fresh_dirs` removes the empty folders a failed start just created.
 - :func:`replace_atomically` writes a run's files (checkpoints, ``config.json``) so that no
   reader ever sees one half written.
@@ -27,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
+
+from marlgrid.agents.training.sweep_stop import marked_signal
 
 __all__ = [
     "LOCK_NAME",
@@ -182,6 +185,10 @@ class StopRequest:
 
     @property
     def requested(self) -> bool:
+        """A signal came, or the sweep this process runs a job of was stopped
+        (:mod:`.sweep_stop`)."""
+        if self.signum is None:
+            self.signum = marked_signal()
         return self.signum is not None
 
     @property
