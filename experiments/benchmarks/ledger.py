@@ -358,22 +358,11 @@ class LoopLedger:
         return 1e6 * seconds / self.agent_steps if self.agent_steps else float("nan")
 
 
-def compose(overrides: list[str]) -> Any:
-    """The :class:`TrainConfig` ``experiments/train.py`` would run with ``overrides``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from experiments.train import CONF_DIR  # importing it registers the config schemas
-
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        return OmegaConf.to_object(hydra_compose("train", overrides=overrides))
-
-
 def run_loop(name: str, threads: int, warmup: int, iterations: int, extra: list[str]) -> LoopLedger:
     """Train loop ``name`` for ``warmup + 1 + iterations`` iterations and return its ledger."""
     import torch
 
+    from experiments.benchmarks.ppo_speed import compose_train as compose
     from marlgrid.agents.training.callbacks import Callback
     from marlgrid.agents.training.train_config import iteration_steps
     from marlgrid.agents.training.trainer import Trainer

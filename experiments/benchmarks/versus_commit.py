@@ -31,22 +31,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPERT = "experiments/experts/goal_cycle_7x7_3agents_curriculum_seed1.pt"
+sys.path.insert(0, str(ROOT))
+
+from experiments.benchmarks.ledger import LOOPS as LEDGER_LOOPS  # noqa: E402
+
 TRAIN = ["experiments/train.py", "video=false", "eval_every=0", "logger.progress=false"]
-#: loop -> (agents per env step, train.py overrides or None for the POPGym script, env steps)
+#: loop -> (agents per env step, train.py overrides (those of ledger.LOOPS) or None for the
+#: POPGym script, env steps)
 LOOPS: dict[str, tuple[int, list[str] | None, int]] = {
-    "canonical": (3, ["env=goal_cycle_13x13_3agents", "agent=ppo_lstm_fast"], 20_480),
-    "scripted_experts": (3, ["experiment=novice_with_experts", "scale=small"], 40_960),
-    "frozen_experts": (
-        3,
-        [
-            "experiment=novice_with_experts",
-            "scale=small",
-            "roles=novice_with_trained_experts",
-            f"roles.agent_1.checkpoint={EXPERT}",
-        ],
-        40_960,
-    ),  # fmt: skip
+    "canonical": (3, LEDGER_LOOPS["canonical"][1], 20_480),
+    "scripted_experts": (3, LEDGER_LOOPS["scripted_experts"][1], 40_960),
+    "frozen_experts": (3, LEDGER_LOOPS["frozen_experts"][1], 40_960),
     "popgym": (1, None, 49_152),
 }
 #: the POPGym script of each era: (path, arguments)
