@@ -25,7 +25,9 @@ mean return of N episodes of each run's newest checkpoint on fresh layouts):
   between the two conditions' final values.
 
 Unfinished runs are left out unless ``--include-unfinished``; runs left out and runs a sweep lacks
-are listed, never dropped silently.
+are listed, never dropped silently. A ``metrics.csv`` row whose step or metric cell is not a
+number is skipped and listed (file, line, column and the text); ``--strict`` makes any of these
+(a run left out or missing, a row skipped) exit 1, after the outputs are written.
 
 Writes ``<out>.png`` (curves: the mean with its t-band, or ``--curve-stat iqm``), ``<out>.md``
 (the table, the figure, Welch's tests and the runs left out), ``<out>_final.csv``,
@@ -83,20 +85,25 @@ def evaluated_return(
 ) -> Callable[[Run], float]:
     """A run's final value: the mean return of its trained agents over ``episodes`` episodes of
     its newest checkpoint (as ``experiments/evaluate.py`` plays them), cached in the run
-    directory."""
-    from marlgrid.agents.training.saved_run import SavedRun
+    directory. A run that cannot be played stops the command with one line ``error: ...``."""
+    from marlgrid.agents.training.checkpoint import CheckpointError
+    from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
+    from marlgrid.config import ConfigError
 
     mode = "greedy" if greedy else "sampled"
 
     def value(run: Run) -> float:
-        saved_run = SavedRun(run.path)
-        ckpt = saved_run.checkpoint
-        cache = run.path / f"aggregate_eval_{mode}_{episodes}ep_seed{seed}.json"
-        if cache.is_file():
-            saved = json.loads(cache.read_text())
-            if saved.get("checkpoint") == ckpt.name:
-                return float(saved["mean_return"])
-        policies = saved_run.policies(greedy)
+        try:
+            saved_run = SavedRun(run.path)
+            ckpt = saved_run.checkpoint
+            cache = run.path / f"aggregate_eval_{mode}_{episodes}ep_seed{seed}.json"
+            if cache.is_file():
+                saved = json.loads(cache.read_text())
+                if saved.get("checkpoint") == ckpt.name:
+                    return float(saved["mean_return"])
+            policies = saved_run.policies(greedy)
+        except (SavedRunError, CheckpointError, ConfigError) as exc:
+            raise SystemExit(f"error: --evaluate {run.path}: {exc}") from None
         returns = policies.evaluate(episodes, seed, num_envs)
         mean = float(returns[:, policies.learner_columns].mean())
         print(f"{ckpt}: mean return {mean:.3f} over {episodes} {mode} episodes")
@@ -107,9 +114,11 @@ def evaluated_return(
 
 
 def report_lines(result: Aggregate) -> list[str]:
-    """One line per run left out, per run missing from a sweep, and per seed that a condition
-    holds more than once (runs that differ in settings the grouping leaves out)."""
+    """One line per run left out, per run missing from a sweep, per row skipped for a cell that
+    is not a number, and per seed that a condition holds more than once (runs that differ in
+    settings the grouping leaves out)."""
     lines = [f"left out: {x.path}: {x.reason}" for x in result.left_out]
+    lines += [f"skipped row: {cell}" for cell in result.skipped]
     for m in result.missing:
         lines.append(f"missing: {m.path} ({','.join(m.key)}, seed {m.seed}): no such run")
     for c in result.conditions:
@@ -194,7 +203,8 @@ def page(
         parts += ["", "## Welch's test of the final values", "", welch_markdown(tests)]
     lines = report_lines(result)
     if lines:
-        parts += ["", "## Runs left out or missing", "", *(f"- {line}" for line in lines)]
+        title = "## Runs left out or missing, rows skipped"
+        parts += ["", title, "", *(f"- {line}" for line in lines)]
     return "\n".join(parts) + "\n"
 
 
@@ -257,7 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--title", default="")
     parser.add_argument(
-        "--strict", action="store_true", help="exit 1 when a run is left out or missing"
+        "--strict",
+        action="store_true",
+        help="exit 1 when a run is left out or missing, or a metrics.csv row was skipped",
     )
     args = parser.parse_args(argv)  # fmt: skip
     if args.evaluate < 0 or args.eval_envs < 1:
@@ -314,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     for line in report_lines(result):
         print(line, file=sys.stderr)
     print("wrote " + ", ".join(str(p) for p in files.values()))
-    if args.strict and (result.left_out or result.missing):
+    if args.strict and (result.left_out or result.missing or result.skipped):
         sys.exit(1)
 
 

@@ -9,7 +9,9 @@ The run is loaded by :class:`marlgrid.agents.training.saved_run.SavedRun`: its o
 use; the newest checkpoint of a run directory is taken unless a checkpoint file is given. A run
 with a curriculum is evaluated under the rules its curriculum had reached at the checkpoint;
 ``--rule NAME=VALUE`` sets any rule instead (``--rule penalty=1.5``). Installed, the command is
-``marlgrid-evaluate``.
+``marlgrid-evaluate``. A run or checkpoint that cannot be played (a missing or corrupt file, a
+saved config that fails the checks a fresh one gets, NaN weights, a frozen role's checkpoint
+gone) stops it with one line ``error: ...`` and exit status 1, before any episode is played.
 
 Zero-shot transfer (:mod:`marlgrid.agents.training.transfer`): ``--transfer ENV_ID``
 (repeatable) plays the run's trained agent, frozen, as agent_0 of another env beside

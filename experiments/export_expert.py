@@ -8,6 +8,11 @@ A run directory exports its newest checkpoint (found by
 :class:`marlgrid.agents.training.saved_run.SavedRun`). The file plays as frozen experts:
 ``roles=novice_with_trained_experts 'roles.agent_1.checkpoint="OUT.pt"'``. Installed, the command
 is ``marlgrid-export-expert``.
+
+Nothing is written for a checkpoint whose learners could not be played (a saved config that fails
+the checks a fresh one gets, NaN or infinite weights), nor onto the source checkpoint or into a
+run's ``checkpoints/`` folder (the run would take the file for its own newest checkpoint); the
+command prints one line ``error: ...`` and exits 1. The file is written atomically.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from marlgrid.agents.training.checkpoint import CheckpointError, export_policies
 from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
+from marlgrid.config import ConfigError
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,8 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         source = SavedRun(args.target).checkpoint
         written = export_policies(source, args.out, args.learners, args.note)
-    except (SavedRunError, CheckpointError) as exc:
-        raise SystemExit(str(exc)) from None
+    except (SavedRunError, CheckpointError, ConfigError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     size = written.stat().st_size / 1e6
     print(f"{source} -> {written} ({size:.1f} MB)")
 

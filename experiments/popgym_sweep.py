@@ -21,6 +21,10 @@ same training from ``experiments/train.py``::
     python experiments/train.py env.id=popgym:RepeatPreviousEasy agent=ppo_popgym \\
         agent.network.memory=gru total_timesteps=200000 video=false
 
+``--steps`` counts env steps over all envs, trained in whole updates (PPO: ``num_envs x
+num_steps`` env steps each): a count that is not a multiple is rounded up, and the line that
+starts the cell says so; fewer steps than one update is refused, naming the minimum.
+
 Rerunning a command resumes each unfinished cell from its newest checkpoint and skips finished
 ones; SIGINT or SIGTERM finishes the current update, writes a checkpoint and exits 130 or 143. A
 cell that was run with other settings stops the command, naming what differs (choose another
@@ -69,6 +73,7 @@ def load_agent_preset(path: Path, memory: str | None = None, overrides: Sequence
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    from experiments.schemas import agent_schema
     from marlgrid.agents.learner import LEARNERS, config_from_dict, load_builtin_learners
 
     load_builtin_learners()
@@ -91,7 +96,7 @@ def load_agent_preset(path: Path, memory: str | None = None, overrides: Sequence
         raise ValueError(f"agent preset {path} names no algorithm (no '<algo>_schema' default)")
     if algo not in LEARNERS:
         raise ValueError(f"unknown learner algorithm {algo!r}; registered: {sorted(LEARNERS)}")
-    schema = OmegaConf.structured(LEARNERS[algo].config)
+    schema = agent_schema(LEARNERS[algo].config)  # network.memory_kwargs.<option>=... adds one
     extra = [OmegaConf.from_dotlist([f"network.memory={memory}"])] if memory else []
     try:
         merged = OmegaConf.merge(schema, *parts, *extra, OmegaConf.from_dotlist(list(overrides)))
@@ -185,6 +190,39 @@ def train_config(settings: dict, threads: int = 1, restart: bool = False) -> Any
         video=False,  # these envs have no renderer
         resume=not restart,
         torch_threads=threads,
+    )
+
+
+def iteration_env_steps(settings: dict) -> int:
+    """Env steps of one trainer iteration of a cell (all envs; PPO: one update of
+    ``num_envs x num_steps``): the unit ``--steps`` is trained in."""
+    from marlgrid.agents.training.train_config import iteration_steps
+
+    return iteration_steps(train_config(settings)) * settings["num_envs"]
+
+
+def planned_steps(settings: dict) -> int:
+    """Env steps a cell trains: ``--steps`` rounded up to whole iterations (as the trainer
+    does). Fewer than one iteration raises :class:`ValueError` naming the minimum."""
+    steps, per = settings["steps"], iteration_env_steps(settings)
+    if steps < per:
+        raise ValueError(
+            f"--steps {steps:,} is less than one update of {per:,} env steps (--num-envs "
+            f"{settings['num_envs']} x {per // settings['num_envs']} steps per env): the minimum "
+            f"is --steps {per}"
+        )
+    return math.ceil(steps / per) * per
+
+
+def steps_note(settings: dict) -> str:
+    """``"training N steps"``, saying how ``--steps`` was rounded up to whole updates."""
+    steps, planned = settings["steps"], planned_steps(settings)
+    if planned == steps:
+        return f"training {steps:,} steps"
+    per = iteration_env_steps(settings)
+    return (
+        f"training {planned:,} steps (--steps {steps:,} rounded up to {planned // per} whole "
+        f"updates of {per:,} env steps)"
     )
 
 
@@ -435,7 +473,10 @@ def plan_cells(args: argparse.Namespace) -> list[dict]:
         seeds = [args.seed]
     for env_id in envs:  # a bad wrapper choice (continuous actions, no bins) fails before training
         make_env(env_id, **wrappers(args)).close()
-    return [cell_settings(args, e, m, s) for e in envs for m in memories for s in seeds]
+    cells = [cell_settings(args, e, m, s) for e in envs for m in memories for s in seeds]
+    for settings in cells:  # --steps below one update: refused before any training
+        planned_steps(settings)
+    return cells
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             record = cell_record(settings, run_dir)
             print(f"[{i}/{len(cells)}] {name}: finished, MMER {record['mmer']:.3f} (skipped)")
         else:
-            print(f"[{i}/{len(cells)}] {name}: training {settings['steps']:,} steps", flush=True)
+            print(f"[{i}/{len(cells)}] {name}: {steps_note(settings)}", flush=True)
             try:
                 record = run_cell(
                     settings, args.out, not args.quiet, args.threads, restart=args.restart

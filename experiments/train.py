@@ -17,13 +17,21 @@ of the name. A run directory holds the composed config (``.hydra/``), the resolv
 data (``config.json``), ``metrics.csv``, TensorBoard events, checkpoints, videos and
 ``train.log``.
 
-Running the same command again resumes from the newest checkpoint, or says the run is complete;
-``total_timesteps=N extend=true hydra.run.dir=<run dir>`` trains a run on to ``N`` steps. Every
-setting is checked before a folder is made; a run directory is locked while a process trains in
-it. SIGINT (Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is written, and the
-exit code is 130 or 143. A signal to a sweep (``-m``) reaches every job, in whatever process
-the launcher runs it: each checkpoints and stops, jobs not started yet do not start, and the
-sweep exits 130 or 143 once they have; rerunning the command resumes them.
+Running the same command again resumes from the newest checkpoint, or says the run is complete.
+The same command with ``total_timesteps=N extend=true`` trains the run on to ``N`` steps: the
+new total names another directory, so when that one holds no checkpoint the run is looked up
+beside it (:mod:`marlgrid.agents.training.extend`: the run of the same overrides, total aside)
+and continued in its own directory; no such run, or several, is an error (pick one with
+``"hydra.run.dir='<run dir>'"``, quoted so for Hydra and the shell). Every setting is checked
+before a folder is made; a run directory is locked while a process trains in it. SIGINT
+(Ctrl-C) or SIGTERM: the current update finishes, a checkpoint is written, and the exit code is
+130 or 143. A signal to a sweep (``-m``) reaches every job, in whatever process the launcher
+runs it: each checkpoints and stops, jobs not started yet do not start, and the sweep exits 130
+or 143 once they have; rerunning the command resumes them.
+
+A single run ends with a summary (:mod:`experiments.run_summary`): the final return beside the
+env's scripted baselines, where the metrics, TensorBoard events, checkpoints and video are, and
+the commands that evaluate the run and train it on; a sweep job prints its final return.
 
 Installed (``pip install -e .``), the same entry point is the ``marlgrid-train`` command; either
 way the configs come from the checkout's ``conf/`` (:data:`CONF_DIR`). The trainer also writes
@@ -45,9 +53,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.run_summary import run_summary, sweep_job_line
+from experiments.schemas import agent_schema, check_bool_overrides, train_schema
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.training.callbacks import Callback
 from marlgrid.agents.training.checkpoint import CheckpointError
+from marlgrid.agents.training.curriculum import ScheduleConfig
+from marlgrid.agents.training.extend import run_to_extend
 from marlgrid.agents.training.launch import resolve_paths
 from marlgrid.agents.training.run_dir import (
     RunLockedError,
@@ -68,12 +80,11 @@ STARTED = float(os.environ.setdefault(STARTED_ENV, repr(time.time() - 1.0)))
 
 load_builtin_learners()
 store = ConfigStore.instance()
-schema = OmegaConf.structured(TrainConfig)
-for open_key in ("env.settings",):  # free-form dicts: plain `env.settings.penalty=0.5` adds a key
-    OmegaConf.set_struct(OmegaConf.select(schema, open_key), False)
-store.store(name="train_schema", node=schema)
+# free-form dicts (env.settings, curriculum, agent.network.memory_kwargs) take keys without '+'
+store.store(name="train_schema", node=train_schema())
+store.store(name="schedule_schema", node=ScheduleConfig)  # a curriculum preset's schedules
 for algo, spec in LEARNERS.items():  # one schema per algorithm: agent=<preset> is checked by it
-    store.store(group="agent", name=f"{algo}_schema", node=spec.config)
+    store.store(group="agent", name=f"{algo}_schema", node=agent_schema(spec.config))
 if not OmegaConf.has_resolver("run_subdir"):
     OmegaConf.register_new_resolver("run_subdir", job_subdir)
 
@@ -98,6 +109,21 @@ class SaveHydraConfig(Callback):
             (out / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
 
 
+def _job_parent(run_dir: Path, subdir: str) -> Path | None:
+    """The folder run directories are named in: ``run_dir`` without its ``subdir`` levels
+    (:func:`job_subdir`); None when ``run_dir`` does not end with them (given by hand)."""
+    levels = Path(subdir).parts
+    if run_dir.parts[-len(levels) :] != levels:
+        return None
+    return run_dir.parents[len(levels) - 1]
+
+
+def _command_overrides(hc: DictConfig) -> list[str]:
+    """The command's overrides as typed: the task's, and ``hydra.run.dir`` where given."""
+    given = [o for o in hc.overrides.hydra if o.startswith("hydra.run.dir=")]
+    return [*hc.overrides.task, *given]
+
+
 def _fail(message: str) -> None:
     """A clear one-line error: exit 1 in a single run; raise in a sweep (Hydra reports it)."""
     if HydraConfig.get().mode == RunMode.MULTIRUN:
@@ -118,15 +144,27 @@ def main(cfg: DictConfig) -> float:
         print(f"sweep stopped by {signal.Signals(stopped).name}: {run_dir} not started")
         return float("nan")
     stop = StopRequest()
+    job_dir = run_dir  # the folder Hydra made for this job
     with stop:
         try:
+            check_bool_overrides(cfg, hc.overrides.task)  # OmegaConf reads yes/1 as true
             config: TrainConfig = OmegaConf.to_object(cfg)
             # absolute run directory and checkpoint paths: jobs may run on other machines
             config, run_dir = resolve_paths(config, run_dir, base=hc.runtime.cwd)
+            if config.extend and config.resume:  # the run may be named by its old total
+                parent = _job_parent(run_dir, job_subdir(hc.job.override_dirname, config.seed))
+                exclude = list(hc.job.config.override_dirname.exclude_keys)
+                run_dir, note = run_to_extend(
+                    run_dir, parent, config.seed, list(hc.overrides.task), exclude,
+                    config.total_timesteps,
+                )  # fmt: skip
+                if note is not None:
+                    remove_fresh_dirs(job_dir, STARTED, top)
+                    print(note, flush=True)
             trainer = Trainer(config, run_dir, callbacks=[SaveHydraConfig(cfg)], stop=stop)
         except BaseException as exc:
             # Nothing was written: remove the folders Hydra made for this job (empty ones only).
-            remove_fresh_dirs(run_dir, STARTED, top)
+            remove_fresh_dirs(job_dir, STARTED, top)
             if isinstance(exc, ConfigError | CheckpointError):
                 _fail(str(exc))
             if isinstance(exc, KeyboardInterrupt):
@@ -145,7 +183,18 @@ def main(cfg: DictConfig) -> float:
             sys.exit(stop.exit_code)
         except (RunLockedError, CheckpointError, ConfigError) as exc:
             _fail(str(exc))
+    if sweep:
+        print(sweep_job_line(run_dir, metrics), flush=True)
+    else:
+        summary = run_summary(config, run_dir, metrics, _command_overrides(hc), _program())
+        print("\n".join(summary), flush=True)
     return float(metrics.get("charts/episodic_return", float("nan")))
+
+
+def _program() -> str:
+    """How this process was started: ``marlgrid-train`` or the path of train.py."""
+    name = Path(sys.argv[0]).name
+    return "marlgrid-train" if name == "marlgrid-train" else str(Path(__file__).resolve())
 
 
 def cli() -> None:

@@ -335,44 +335,80 @@ def _csv_steps(run_dir: Path) -> list[int]:
         return [int(float(r["step"])) for r in csv.DictReader(f)]
 
 
-@pytest.mark.slow
-def test_sigterm_to_a_joblib_sweep_checkpoints_every_job_and_the_rerun_resumes_them(tmp_path):
-    """5 trials: SIGTERM to the sweep's parent at a random moment while two jobs train in
-    joblib's worker processes (a third waits): every job checkpoints and stops, the waiting one
-    never starts, no process is left, and rerunning the command completes all three."""
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+def _sigterm_trials(tmp_path: Path, launcher: list[str], trials: int, loopback=None) -> None:
+    """``trials`` times: SIGTERM to the sweep's parent at a random moment while two jobs train
+    in the launcher's worker processes (a third waits, or trains too where the launcher starts
+    every job at once): every job checkpoints and stops, a waiting one never starts, no process
+    is left, and rerunning the command completes all three."""
     import random
     import signal
 
     from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint
 
     rng, total = random.Random(4), 128 * 60  # 60 updates of 4 envs x 32 steps
-    for trial in range(5):
+    for trial in range(trials):
         token, sweep = uuid.uuid4().hex, tmp_path / f"trial_{trial}"
-        cmd = [*TRAIN, "-m", "seed=0,1,2", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-               *TINY, f"total_timesteps={total}", f"hydra.sweep.dir={sweep}"]  # fmt: skip
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(token), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
-        deadline = time.monotonic() + 120
+        cmd = [*TRAIN, "-m", "seed=0,1,2", *launcher, *TINY, f"total_timesteps={total}",
+               f"hydra.sweep.dir={sweep}"]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(token, loopback),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        deadline = time.monotonic() + 240
         while len(started := sorted(sweep.glob("*/seed_*/metrics.csv"))) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read()
             time.sleep(0.1)
         jobs = [started[0].parent.parent / f"seed_{s}" for s in range(3)]
         time.sleep(rng.uniform(0.0, 1.0))
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=240)
         assert proc.returncode == 143, out[-3000:]
-        _assert_none_left(token, wait_s=30)
-        for job in jobs[:2]:
+        _assert_none_left(token, wait_s=60)
+        stopped = [job for job in jobs if list_checkpoints(job / "checkpoints")]
+        assert jobs[:2] == stopped[:2], (jobs, stopped)
+        for job in stopped:  # a third job either never started or stopped like the others
             saved = load_checkpoint(list_checkpoints(job / "checkpoints")[-1])
             steps = _csv_steps(job)
             assert steps[-1] == saved["global_step"] < total, (job, steps[-3:])
-            assert f"SIGTERM at update {saved['update']} " in out
-        assert not jobs[2].exists() and f"{jobs[2]} not started" in out
-        again = subprocess.run(cmd, cwd=tmp_path, env=_env(token), capture_output=True,
-                               text=True, timeout=600)  # fmt: skip
+            assert f"SIGTERM at update {saved['update']} " in out + _job_logs(sweep), out[-2000:]
+        assert len(stopped) == 3 or not jobs[2].exists(), f"{jobs[2]} left half started"
+        again = subprocess.run(cmd, cwd=tmp_path, env=_env(token, loopback),
+                               capture_output=True, text=True, timeout=900)  # fmt: skip
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-        assert again.stdout.count("resumed from") == 2
+        assert (again.stdout + again.stderr + _job_logs(sweep)).count("resumed from") >= 2
         for job in jobs:
             assert _csv_steps(job) == list(range(128, total + 1, 128))  # every row once
-        _assert_none_left(token, wait_s=30)
+        _assert_none_left(token, wait_s=60)
+
+
+def _job_logs(sweep: Path) -> str:
+    """What the jobs wrote where the launcher keeps it (submitit's .submitit/*/ logs, each
+    run's train.log), for launchers whose jobs do not print to the sweep's output."""
+    logs = [*sweep.glob(".submitit/**/*.out"), *sweep.glob("*/seed_*/train.log")]
+    return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_joblib_sweep_checkpoints_every_job_and_the_rerun_resumes_them(tmp_path):
+    """5 trials on joblib's worker processes (see :func:`_sigterm_trials`)."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    _sigterm_trials(tmp_path, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], trials=5)
+
+
+@pytest.mark.ray
+@needs_ray
+def test_sigterm_to_a_ray_local_sweep_checkpoints_every_job_and_the_rerun_resumes_them(
+    tmp_path, ray_tmp
+):
+    """1 trial on a local Ray instance of 2 CPUs (see :func:`_sigterm_trials`)."""
+    launcher = ["hydra/launcher=ray_local", "hydra.launcher.ray.init.num_cpus=2",
+                f"+hydra.launcher.ray.init._temp_dir={ray_tmp}"]  # fmt: skip
+    _sigterm_trials(tmp_path, launcher, trials=1, loopback=False)
+
+
+@pytest.mark.slurm
+@needs_slurm
+def test_sigterm_to_a_submitit_local_sweep_checkpoints_every_job_and_the_rerun_resumes_them(
+    tmp_path,
+):
+    """1 trial on submitit's local executor (see :func:`_sigterm_trials`)."""
+    launcher = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"]
+    _sigterm_trials(tmp_path, launcher, trials=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,22 @@ def metric_columns(run_dir: Path) -> list[str]:
     return [c for c in header if c != "step"]
 
 
+@dataclass(frozen=True)
+class BadCell:
+    """A cell of a ``metrics.csv`` that is not a number (:func:`read_curve` skips its row)."""
+
+    path: Path
+    line: int  # line of the file (the header is line 1)
+    column: str
+    text: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path} line {self.line}, column {self.column}: {self.text!r} is not a number "
+            "(row skipped)"
+        )
+
+
 def read_metrics(path: str | Path) -> list[dict[str, float]]:
     """The rows of ``metrics.csv`` (``path``: the file or its run directory) as floats; an empty
     or non-numeric cell reads as NaN."""
@@ -44,28 +61,50 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
     return [{k: _float(v) for k, v in row.items() if k is not None} for row in rows]
 
 
-def _float(value: str | None) -> float:
-    try:
-        return float(value) if value not in (None, "") else math.nan
-    except ValueError:
+def _number(value: str | None) -> float | None:
+    """A cell as a float: NaN when empty, None when it is not a number."""
+    if value in (None, ""):
         return math.nan
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
-def read_curve(run_dir: Path, metric: str) -> Curve:
+def _float(value: str | None) -> float:
+    number = _number(value)
+    return math.nan if number is None else number
+
+
+def read_curve(run_dir: Path, metric: str, bad: list[BadCell] | None = None) -> Curve:
     """Steps and values of ``metric`` in ``run_dir/metrics.csv`` (rows without it skipped).
 
-    Raises :class:`CurveError` when the run has no ``metrics.csv`` or no column ``metric``
-    (naming the available ones).
+    A row whose ``step`` or ``metric`` cell is not a number is skipped too, and reported in
+    ``bad`` (when given) as a :class:`BadCell` naming the file, line and column. Raises
+    :class:`CurveError` when the run has no ``metrics.csv`` or no column ``metric`` (naming the
+    available ones).
     """
     columns = metric_columns(run_dir)
     path = run_dir / "metrics.csv"
     if metric not in columns:
         shown = sorted(columns)
         raise CurveError(f"metric {metric!r} is not in {path}; available metrics: {shown}")
-    rows = [r for r in read_metrics(path) if not math.isnan(r.get(metric, math.nan))]
-    steps = np.array([r["step"] for r in rows])
-    values = np.array([r[metric] for r in rows])
-    return steps, values
+    steps, values = [], []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            if row.get(metric) in (None, ""):  # not logged in this row
+                continue
+            cells = {c: _number(row.get(c)) for c in ("step", metric)}
+            wrong = [c for c, v in cells.items() if v is None or (c == "step" and math.isnan(v))]
+            if wrong:
+                if bad is not None:
+                    bad += [BadCell(path, reader.line_num, c, row.get(c) or "") for c in wrong]
+                continue
+            if not math.isnan(cells[metric]):
+                steps.append(cells["step"])
+                values.append(cells[metric])
+    return np.array(steps), np.array(values)
 
 
 def smooth(values: np.ndarray, window: int) -> np.ndarray:

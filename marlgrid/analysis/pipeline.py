@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from marlgrid.analysis.curves import (
     AnalysisError,
+    BadCell,
     CurveError,
     align,
     metric_columns,
@@ -40,7 +41,8 @@ class LeftOut:
 
 @dataclass
 class Aggregate:
-    """Everything :func:`aggregate` computed; ``left_out`` and ``missing`` are for the report."""
+    """Everything :func:`aggregate` computed; ``left_out``, ``missing`` and ``skipped`` (the
+    non-numeric cells whose rows were left out of the curves) are for the report."""
 
     metric: str
     definition: str
@@ -50,6 +52,7 @@ class Aggregate:
     finals: list[FinalRow]
     left_out: list[LeftOut]
     missing: list[Missing]
+    skipped: list[BadCell] = field(default_factory=list)
 
     @property
     def runs(self) -> list[Run]:
@@ -96,7 +99,8 @@ def aggregate(
     A run's final value is the mean of its last ``last`` logged values (unsmoothed), or
     ``final_value(run)`` when given (then ``final_definition`` describes it). ``smooth`` (a
     trailing moving average per run) applies to the curves only. Unfinished runs are left out
-    unless ``include_unfinished``; every run left out and every missing one is listed.
+    unless ``include_unfinished``; every run left out and every missing one is listed, and so is
+    every row skipped for a step or ``metric`` cell that is not a number (``skipped``).
     """
     check_options(backend, method, resamples, confidence)
     for name, value, low in (("last", last, 1), ("points", points, 2), ("smooth", smooth, 1)):
@@ -116,12 +120,12 @@ def aggregate(
         raise AnalysisError(f"no usable runs in {[str(p) for p in paths]}: {reasons}")
     columns = {run.path: metric_columns(run.path) for run in usable}
     metric = resolve_metric(metric, sorted({c for cols in columns.values() for c in cols}))
-    kept, curves = [], {}
+    kept, curves, skipped = [], {}, []
     for run in usable:
         if metric not in columns[run.path]:
             left_out.append(LeftOut(run.path, f"metric {metric!r} not logged"))
             continue
-        steps, values = read_curve(run.path, metric)
+        steps, values = read_curve(run.path, metric, skipped)
         if not len(values):
             left_out.append(LeftOut(run.path, f"no values of {metric!r} (empty or NaN)"))
             continue
@@ -151,5 +155,5 @@ def aggregate(
         final_definition = f"final = {what}"
     return Aggregate(
         metric, final_definition or "final value", grid, conditions, curve_sets, finals,
-        left_out, found.missing,
+        left_out, found.missing, skipped,
     )  # fmt: skip

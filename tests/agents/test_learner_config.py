@@ -102,10 +102,11 @@ def test_drqn_config_bad_values_name_the_field(field, value, match) -> None:
         dataclasses.replace(DRQNConfig(), **{field: value}).validate("agent")
 
 
-def test_drqn_buffer_must_hold_a_sequence_per_slot() -> None:
+def test_drqn_buffer_must_hold_two_sequence_windows_per_slot() -> None:
     from marlgrid.agents.algorithms.drqn import DRQNConfig
     from marlgrid.config import ConfigError
 
-    DRQNConfig(buffer_size=640, seq_len=40).validate("agent", num_slots=16)
-    with pytest.raises(ConfigError, match=r"agent\.buffer_size must hold one sequence per slot"):
-        DRQNConfig(buffer_size=639, seq_len=40).validate("agent", num_slots=16)
+    # 16 slots * 2 * (seq_len 40 + n_step 3) rows: what SequenceReplay needs
+    DRQNConfig(buffer_size=1376, seq_len=40).validate("agent", num_slots=16)
+    with pytest.raises(ConfigError, match=r"agent\.buffer_size must hold two sequence windows"):
+        DRQNConfig(buffer_size=1375, seq_len=40).validate("agent", num_slots=16)

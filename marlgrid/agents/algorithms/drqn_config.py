@@ -72,7 +72,10 @@ class DRQNConfig:
     def validate(self, key: str = "agent", num_slots: int | None = None) -> None:
         """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<field>`` for a bad value;
         with ``num_slots`` (env copies times the agents it drives), also check that the replay
-        holds a sequence per slot."""
+        holds two sequence windows per slot (what
+        :class:`~marlgrid.agents.storage.sequence_replay.SequenceReplay` needs). A batch larger
+        than the sequences the replay holds, or ``max_sequences`` above ``buffer_size``, has no
+        meaning and is refused too."""
         check_learner_header(self, key)
         if self.network.extra_heads:
             raise ConfigError(
@@ -99,12 +102,35 @@ class DRQNConfig:
         check_choice(f"{key}.optimizer", self.optimizer, OPTIMIZERS)
         check_choice(f"{key}.exploration", self.exploration, EXPLORATIONS)
         check_device(f"{key}.device", self.device)
-        if num_slots is not None and self.buffer_size < num_slots * self.seq_len:
+        if self.max_sequences > self.buffer_size:
             raise ConfigError(
-                f"{key}.buffer_size must hold one sequence per slot, >= num_slots * seq_len = "
-                f"{num_slots} * {self.seq_len} = {num_slots * self.seq_len}, "
+                f"{key}.max_sequences must be <= {key}.buffer_size ({self.buffer_size}): each "
+                f"sequence starts at a stored step, so no more are ever held; got "
+                f"{self.max_sequences}"
+            )
+        held = self.max_sequences or max(2 * self.buffer_size // self.period, 1)
+        if self.batch_size > held:
+            where = (
+                f"{key}.max_sequences" if self.max_sequences
+                else f"2 * buffer_size // (seq_len - overlap) = 2 * {self.buffer_size} // "
+                f"{self.period}"
+            )  # fmt: skip
+            raise ConfigError(
+                f"{key}.batch_size must be <= the sequences the replay holds ({where} = "
+                f"{held}): a larger batch only repeats them; got {self.batch_size}"
+            )
+        window = self.seq_len + self.n_step
+        if num_slots is not None and self.buffer_size < num_slots * 2 * window:
+            raise ConfigError(
+                f"{key}.buffer_size must hold two sequence windows per slot, >= num_slots * 2 "
+                f"* (seq_len + n_step) = {num_slots} * 2 * {window} = {num_slots * 2 * window}, "
                 f"got {self.buffer_size}"
             )
+
+    @property
+    def period(self) -> int:
+        """Steps between the starts of consecutive sequences, ``seq_len - overlap``."""
+        return self.seq_len - self.overlap
 
     def steps_per_iteration(self) -> int:
         """Env steps per env in one trainer iteration (between logs and checkpoints):

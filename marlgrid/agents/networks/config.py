@@ -48,6 +48,10 @@ class NetworkConfig:
         check_choice(f"{key}.memory", self.memory, tuple(memory.MEMORY_KINDS))
         if not isinstance(self.memory_kwargs, Mapping):
             raise ConfigError(f"{key}.memory_kwargs must be a mapping, got {self.memory_kwargs!r}")
+        try:  # option names (a typo in agent.network.memory_kwargs.<option>=... is refused)
+            memory.CORES[self.memory].check_options(self.memory_kwargs)
+        except ValueError as exc:
+            raise ConfigError(f"{key}.memory_kwargs: {exc}") from None
         check_int(f"{key}.hidden_size", self.hidden_size, low=1)
         for name, length in (("trunk_sizes", None), ("head_sizes", None), ("conv_channels", None),
                              ("symbolic_vocab", 3)):  # fmt: skip

@@ -10,8 +10,11 @@
     the tile size, so each unit sees exactly one cell;
   - ``onehot``: any other channel count or a float image, cast to float and fed to a conv stack.
 
-  With ``image_mode='auto'``, a uint8 3-channel image is ``pixels`` when its height is above 16 and
-  ``symbolic`` otherwise (set ``image_mode`` when that guess is wrong);
+  ``image_mode`` names the kind. The trainer sets it from the env's observation settings
+  (:mod:`~marlgrid.agents.networks.observation`), so on marlgrid envs the kind is never guessed.
+  A space given alone with ``image_mode='auto'`` (other env sources, direct use, networks saved
+  before) is guessed from its shape: a uint8 3-channel image is ``pixels`` when its height is
+  above 16 and ``symbolic`` otherwise (set ``image_mode`` when that guess is wrong);
 - other ``Box`` and ``MultiBinary`` spaces: flattened floats; ``Discrete``: one-hot (of
   ``x - start``); ``MultiDiscrete``: one one-hot per entry, concatenated in flat (C) order;
 - ``Dict``: one encoder per key (e.g. ``image`` plus ``reward``, ``position``, ``direction``),
@@ -313,7 +316,9 @@ class TupleEncoder(Encoder):
 
 
 def image_kind(space: spaces.Box, cfg: NetworkConfig) -> str:
-    """Which image encoder a 3-D ``Box`` gets: ``'symbolic'``, ``'pixels'`` or ``'onehot'``."""
+    """Which image encoder a 3-D ``Box`` gets: ``'symbolic'``, ``'pixels'`` or ``'onehot'``,
+    as ``cfg.image_mode`` says; for ``auto`` (no observation settings given) guessed from the
+    shape (see the module docstring)."""
     if cfg.image_mode != "auto":
         if cfg.image_mode not in ("symbolic", "pixels", "onehot"):
             raise ValueError(f"unknown image_mode {cfg.image_mode!r}")

@@ -1,16 +1,24 @@
-"""Checkpoints: state dicts plus counters, written atomically, loaded with ``weights_only``."""
+"""Checkpoints: state dicts plus counters, written atomically, loaded with ``weights_only``.
+
+:func:`load_learners` loads one and checks its learners (:func:`check_learners`: saved configs
+as a fresh config is checked, finite weights) before any network is built from it: frozen roles,
+evaluation and :func:`export_policies` all read learners through it.
+"""
 
 from __future__ import annotations
 
 import pickle
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
+from marlgrid.agents.training.learner_checks import check_saved_learners
 from marlgrid.agents.training.run_dir import replace_atomically
+from marlgrid.config import ConfigError
 
 #: 3: networks are a torso (encoder, trunk, core) plus heads, and every learner saves its own
 #: config (format 2 named the parameters differently; format 1 flattened image features channel
@@ -75,21 +83,28 @@ def export_policies(
 ) -> Path:
     """Write the learners of checkpoint ``source`` (all, or those named) to ``target`` for
     acting only: no optimizer state, no replay, no RNG of the run. The file loads as a frozen
-    role's checkpoint (``roles.<agent>.checkpoint=...``); it cannot resume training."""
+    role's checkpoint (``roles.<agent>.checkpoint=...``); it cannot resume training.
+
+    Refused with :class:`CheckpointError`, before anything is written: learners that fail
+    :func:`check_learners`, and a ``target`` that is ``source`` or lies in a run's
+    ``checkpoints/`` folder (the run would take it for its newest checkpoint and fail to resume).
+    The file is written atomically."""
+    _check_export_target(Path(source), Path(target))
     payload = load_checkpoint(source)
-    found = payload["learners"]
+    found = check_learners(payload, source, ())  # only that it holds learners
     names = list(found) if learners is None else learners
     missing = [n for n in names if n not in found]
     if missing or not names:
         raise CheckpointError(
             f"checkpoint {source} holds learners {sorted(found)}; cannot export {missing or names}"
         )
+    check_learners(payload, source, names)
     policies = {name: acting_state(found[name]) for name in names}
     exported = {
         "identity": payload.get("identity", {}),
         "learners": policies,
-        "update": payload["update"],
-        "global_step": payload["global_step"],
+        "update": payload.get("update"),
+        "global_step": payload.get("global_step"),
         "total_timesteps": payload.get("total_timesteps"),
         "exported_from": str(source),
     }
@@ -98,6 +113,44 @@ def export_policies(
     if note:
         exported["note"] = note
     return write_atomically(target, exported)
+
+
+def _check_export_target(source: Path, target: Path) -> None:
+    """Refuse to export onto ``source`` or into a run's ``checkpoints/`` folder."""
+    if target.exists() and target.resolve() == source.resolve():
+        raise CheckpointError(f"{target} is the checkpoint being exported; write to another file")
+    if target.is_dir():
+        raise CheckpointError(f"{target} is a folder; give the file to write (OUT.pt)")
+    folder = target.absolute().parent
+    run = folder.parent
+    is_run = any((run / name).exists() for name in ("config.json", ".hydra", "metrics.csv"))
+    if folder.name == "checkpoints" and (is_run or list_checkpoints(folder)):
+        raise CheckpointError(
+            f"{target} is in the checkpoints folder of run {run}: the run would take an exported "
+            "policy there for its own checkpoint and could not resume from it. Write it "
+            "elsewhere (e.g. experiments/experts/NAME.pt)"
+        )
+
+
+def check_learners(
+    payload: dict[str, Any], path: str | Path, names: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The learners of checkpoint ``payload`` (read from ``path``), checked by
+    :func:`~marlgrid.agents.training.learner_checks.check_saved_learners`: those in ``names``
+    (default all) hold a config that passes the checks a fresh one gets and finite weights.
+    Raises :class:`CheckpointError` naming the file and the first key at fault."""
+    try:
+        return check_saved_learners(payload, names)
+    except ConfigError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None
+
+
+def load_learners(path: str | Path, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """:func:`load_checkpoint` of ``path``, its learners (``names``, default all) checked by
+    :func:`check_learners`: what may be built into networks."""
+    payload = load_checkpoint(path)
+    check_learners(payload, path, names)
+    return payload
 
 
 def list_checkpoints(directory: Path) -> list[Path]:
@@ -119,9 +172,14 @@ def load_checkpoint(
     ones the checkpoint was written with; otherwise :class:`CheckpointError` names the first
     difference. A setting the checkpoint does not record (one added to marlgrid since) counts
     as its value in ``defaults`` (the same layout), so older runs still resume while they use
-    it at its default. The file is never modified.
+    it at its default. The file is never modified. A missing file raises "checkpoint <path> not
+    found". The learners are not checked here: :func:`load_learners` does that.
     """
     path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} not found")
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder, not a checkpoint file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

@@ -10,7 +10,11 @@ A curriculum maps :class:`~marlgrid.rules.Rules` fields to schedules (:class:`Sc
   metric such as ``charts/episodic_return``) over the last ``window`` iterations that reported
   it has been ``>= threshold`` for ``patience`` iterations in a row. The window then starts
   afresh: each stage is earned under its own rules. Iterations where the metric is missing or
-  NaN (no episode ended) change nothing.
+  NaN (no episode ended) change nothing. A metric the run cannot log is refused at start
+  (``eval/...`` needs ``eval_every`` > 0 and must be one evaluation logs: ``eval/return``,
+  ``eval/return_<agent>``); any other name not logged by the first iteration that could log it
+  (one with an update for learner metrics, one with an evaluation for ``eval/`` ones) is
+  warned of once, in ``train.log`` and on stdout, naming the closest logged names.
 
 :class:`CurriculumCallback` sets the values on every env of the run between iterations (each
 env takes a new value at its next reset: a running episode keeps its rules), adds
@@ -20,10 +24,16 @@ so a resumed run continues the schedule, threshold stage included. It sets the r
 the trainer (``trainer.set_rules``), so every env stream plays the same stage, and evaluation
 (``eval_every``) and videos play the stage training is at (:attr:`Trainer.rules`), not the
 env's defaults.
+
+From the command line a curriculum is a preset (``curriculum=penalty_anneal``) or overrides of
+any rule, no ``+`` needed: ``'curriculum.streak_bonus.points=[[0,0.0],[200000,0.5]]'``, or
+``curriculum.n_goals.metric=charts/episodic_return curriculum.n_goals.threshold=2
+'curriculum.n_goals.values=[2,3]'``.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from bisect import bisect_right
 from collections import deque
@@ -34,11 +44,15 @@ from typing import Any
 import numpy as np
 
 from marlgrid.agents.training.callbacks import Callback
+from marlgrid.agents.training.evaluation import EVAL_PREFIX, EVAL_RETURN, eval_metric_names
 from marlgrid.agents.training.view import TrainerView
 from marlgrid.config import ConfigError, check_float, check_int
 from marlgrid.rules import RULE_FIELDS, Rules
 
 MODES = ("linear", "step", "threshold")
+#: the trainer's count of a learner's updates in an iteration (``<learner>/`` before it with
+#: several learners): logged only in iterations where that learner updated
+UPDATES_KEY = "charts/updates"
 #: rules whose values are floats: the only ones ``linear`` may interpolate
 FLOAT_RULES = tuple(f.name for f in fields(Rules) if isinstance(f.default, float))
 
@@ -69,6 +83,21 @@ def as_schedule(key: str, value: Any) -> ScheduleConfig:
     raise ConfigError(
         f"{key} must be a schedule (a mapping such as {{points: [...]}}), got {value!r}"
     )
+
+
+def typed_schedules(curriculum: Any) -> Any:
+    """``curriculum`` with each mapping of :class:`ScheduleConfig` fields as a ScheduleConfig
+    (command-line entries and ``config.json`` give mappings); anything else is left for
+    :func:`check_curriculum` to refuse, naming it."""
+    if not isinstance(curriculum, Mapping):
+        return curriculum
+    allowed = {f.name for f in fields(ScheduleConfig)}
+    return {
+        name: ScheduleConfig(**value)
+        if isinstance(value, Mapping) and set(value) <= allowed
+        else value
+        for name, value in curriculum.items()
+    }
 
 
 def check_curriculum(curriculum: Any) -> dict[str, ScheduleConfig]:
@@ -249,10 +278,51 @@ class CurriculumCallback(Callback):
         self.configs = check_curriculum(curriculum)
         self.schedules = {name: build_schedule(c) for name, c in self.configs.items()}
         self.current: dict[str, Any] = {}  # rule -> value set on the envs
+        self.unseen = self.threshold_metrics()  # rule -> metric not yet checked against a log
+
+    def threshold_metrics(self) -> dict[str, str]:
+        """Rule -> the metric its threshold schedule reads (rules of other modes left out)."""
+        return {n: c.metric for n, c in self.configs.items() if c.metric is not None}
 
     def check(self, trainer: TrainerView) -> None:
         for vec in trainer.stream_envs:
             self.check_env(vec)
+        self.check_metrics(trainer.cfg.eval_every, trainer.vec.possible_agents)
+
+    def check_metrics(self, eval_every: int, agents: Sequence[str]) -> None:
+        """Refuse threshold metrics the run can never log: ``eval/`` ones without evaluation
+        (``eval_every=0``) or that evaluation does not log."""
+        logged = eval_metric_names(agents)
+        for name, metric in self.threshold_metrics().items():
+            if not metric.startswith(EVAL_PREFIX):
+                continue
+            key = f"curriculum.{name}.metric"
+            if not eval_every:
+                raise ConfigError(
+                    f"{key} {metric!r} is logged only by evaluation, and eval_every is 0 (no "
+                    "evaluation): set eval_every=N (every N updates) or another metric"
+                )
+            if metric not in logged:
+                raise ConfigError(f"{key} {metric!r} is not logged; evaluation logs {logged}")
+
+    def warn_unlogged(self, trainer: TrainerView, metrics: Mapping[str, float]) -> None:
+        """Say once per rule when its metric is missing from the first iteration that could
+        have logged it: one where a learner updated (``charts/updates``), and for ``eval/``
+        metrics one with an evaluation."""
+        updated = any(k.endswith(UPDATES_KEY) for k in metrics)
+        for name, metric in list(self.unseen.items()):
+            if metric in metrics:
+                del self.unseen[name]
+                continue
+            if not updated or (metric.startswith(EVAL_PREFIX) and EVAL_RETURN not in metrics):
+                continue  # this iteration could not have logged it
+            del self.unseen[name]
+            close = difflib.get_close_matches(metric, list(metrics), n=3, cutoff=0.6)
+            hint = f"; did you mean {close}?" if close else f"; logged: {sorted(metrics)}"
+            trainer.say(
+                f"warning: curriculum.{name}.metric {metric!r} was not logged in update "
+                f"{trainer.iteration}, so the {name} schedule cannot advance until it is{hint}"
+            )
 
     def check_env(self, vec: Any) -> None:
         """Every value of every schedule must fit the env (e.g. ``n_goals`` its layout)."""
@@ -282,6 +352,8 @@ class CurriculumCallback(Callback):
         for name in self.schedules:
             value = self.current[name]
             metrics[f"curriculum/{name}"] = math.nan if value is None else float(value)
+        if self.unseen:
+            self.warn_unlogged(trainer, metrics)
         for name, schedule in self.schedules.items():
             if schedule.observe(metrics):
                 trainer.say(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,11 @@ from marlgrid.agents.training.env_sources import is_marlgrid_id, make_env_source
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 from marlgrid.agents.training.view import TrainerView
 from marlgrid.config import ConfigError
+
+#: what only evaluation (``eval_every``) logs starts with this
+EVAL_PREFIX = "eval/"
+#: evaluation's mean return over the trained agents (``<EVAL_RETURN>_<agent>``: each agent's)
+EVAL_RETURN = f"{EVAL_PREFIX}return"
 
 
 def acting_copies(groups: list[PolicyGroup], explore: bool | None = False) -> list[PolicyGroup]:
@@ -64,9 +70,14 @@ def evaluate(trainer: TrainerView, episodes: int, seed: int) -> dict[str, float]
         cfg.env.id, training_settings(trainer), trainer.groups, trainer.scripted, episodes, seed
     )
     agents = trainer.vec.possible_agents
-    out = {"eval/return": float(returns[:, trainer.learner_columns].mean())}
-    out.update({f"eval/return_{a}": float(returns[:, k].mean()) for k, a in enumerate(agents)})
-    return out
+    means = [returns[:, trainer.learner_columns].mean(), *returns.mean(0)]
+    return {k: float(v) for k, v in zip(eval_metric_names(agents), means, strict=True)}
+
+
+def eval_metric_names(agents: Sequence[str]) -> list[str]:
+    """What :func:`evaluate` logs for an env of ``agents``: ``eval/return``, then
+    ``eval/return_<agent>`` for each agent."""
+    return [EVAL_RETURN, *(f"{EVAL_RETURN}_{a}" for a in agents)]
 
 
 class GroupPolicy:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
 
+from marlgrid.agents.training.run_dir import replace_atomically
 from marlgrid.analysis.curves import read_metrics
 
 
@@ -16,7 +18,8 @@ class Logger:
     A metric seen for the first time adds a CSV column (earlier rows leave it empty).
     TensorBoard is optional (``tensorboard`` package). A run resumed from a checkpoint at
     ``resume_step`` first drops what was logged after that step (CSV rows and TensorBoard
-    events), so the logs read as one uninterrupted run.
+    events), so the logs read as one uninterrupted run. Rewrites of the CSV (a new column,
+    rows dropped) replace the file atomically: a crash never loses the rows already written.
     """
 
     def __init__(
@@ -39,10 +42,7 @@ class Logger:
                 self._fields = list(rows[0]) if rows else None
             if resume_step is not None and self._fields:  # 0: a fresh start drops every row
                 kept = [r for r in rows if float(r["step"]) <= resume_step]
-                with self._csv_path.open("w", newline="") as f:
-                    writer = csv.DictWriter(f, fieldnames=self._fields)
-                    writer.writeheader()
-                    writer.writerows(kept)
+                self._rewrite_csv(kept)
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -74,12 +74,20 @@ class Logger:
                 with self._csv_path.open(newline="") as f:
                     old = list(csv.DictReader(f))
             self._fields = [*(self._fields or []), *added]
-            with self._csv_path.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self._fields)
-                writer.writeheader()
-                writer.writerows(old)
+            self._rewrite_csv(old)
         with self._csv_path.open("a", newline="") as f:
             csv.DictWriter(f, fieldnames=self._fields).writerow(row)
+
+    def _rewrite_csv(self, rows: list[dict[str, Any]]) -> None:
+        """Replace ``metrics.csv`` by the header of ``_fields`` and ``rows``, atomically: a
+        process killed meanwhile leaves the old file whole (and a temporary file that the next
+        start removes)."""
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=self._fields)
+        writer.writeheader()
+        writer.writerows(rows)
+        data = text.getvalue().encode("utf-8")
+        replace_atomically(self._csv_path, lambda f: f.write(data))
 
     def close(self) -> None:
         if self._tb is not None:

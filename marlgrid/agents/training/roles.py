@@ -4,6 +4,9 @@ Role kinds dispatch through :data:`ROLE_BUILDERS`. Learner names refer to learne
 name ``main`` is the run's ``agent`` config and every other name an entry of ``learners``; agent
 ids with the same learner name share one network. A frozen agent is rebuilt from its checkpoint's
 own saved config, so a GRU expert can play beside an LSTM novice, or a PPO expert beside a DRQN one.
+Its checkpoint is checked with the roles (:func:`resolve_roles`), before any network is built: the
+file exists, its saved configs pass the checks a fresh config gets, its weights are finite
+(:func:`~marlgrid.agents.training.checkpoint.load_learners`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 from torch import Tensor
 
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
-from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint
+from marlgrid.agents.networks.observation import with_observed_image_mode
+from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint, load_learners
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.agents.training.rollout import PolicyGroup
 from marlgrid.config import AgentConfig, ConfigError, check_float, space_difference
@@ -62,6 +66,11 @@ def _check_learner(agent: str, role: RoleConfig, names: list[str]) -> None:
 def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
     if not role.checkpoint:
         raise ConfigError(f"frozen role of {agent} needs a checkpoint path")
+    path = Path(str(role.checkpoint))
+    try:
+        _saved_learner(path, role.learner, load_learners(path)["learners"])
+    except CheckpointError as exc:
+        raise CheckpointError(f"frozen role of {agent}: {exc}") from None
 
 
 def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
@@ -75,7 +84,8 @@ def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
 def resolve_roles(
     roles: Mapping[str, Any], agents: list[str], learner_names: list[str]
 ) -> dict[str, RoleConfig]:
-    """A role for every agent id (``learner main`` where none is given); bad roles raise."""
+    """A role for every agent id (``learner main`` where none is given); bad roles raise
+    (:class:`ConfigError`; a frozen role's unusable checkpoint: :class:`CheckpointError`)."""
     unknown = sorted(set(roles) - set(agents))
     if unknown:
         raise ConfigError(f"roles name unknown agent ids {unknown}; the env's agents are {agents}")
@@ -106,9 +116,11 @@ def load_frozen(
     add ``extras`` to the settings the checkpoint's run gave that learner's agents (say
     ``reward`` beside an expert trained without it), the learner is built for its own
     observation and sees only those entries (:class:`TrainedView`); any other difference in
-    :data:`~marlgrid.config.SPACE_SETTINGS` raises a ConfigError naming the settings.
+    :data:`~marlgrid.config.SPACE_SETTINGS` raises a ConfigError naming the settings. The
+    checkpoint's learners are checked first (:func:`load_learners`): an unusable file raises
+    :class:`CheckpointError`.
     """
-    payload = load_checkpoint(Path(path))
+    payload = load_learners(Path(path))
     learners = payload["learners"]
     name = _saved_learner(path, name, learners)
     keys = None
@@ -120,19 +132,25 @@ def load_frozen(
     state = learners[name]
     cfg = config_from_dict(state["config"])
     learner = build_learner(cfg, observation_space, action_space)
+    env = payload.get("identity", {}).get("env", {})
+    trained = f" (it was trained on {env.get('id')} with settings {env.get('settings')})"
+    load_saved_state(
+        learner, state, f"learner {name!r} of {path} does not fit this env's agent (observation "
+        f"{observation_space}, actions {action_space})", trained if env else "",
+    )  # fmt: skip
+    return learner if keys is None else TrainedView(learner, keys)
+
+
+def load_saved_state(learner: Learner, state: Mapping[str, Any], what: str, note: str = "") -> None:
+    """``learner.load_state_dict(state)``; a state that does not fit raises
+    :class:`CheckpointError` as ``"<what>: <the first tensor that differs><note>"``."""
     try:
         learner.load_state_dict(state)
-    except (RuntimeError, KeyError, ValueError) as exc:
+    except (RuntimeError, KeyError, ValueError, TypeError) as exc:
         found = _tensor_difference(state, learner.state_dict())
-        detail = found or str(exc).splitlines()[0]
-        env = payload.get("identity", {}).get("env", {})
-        trained = f" (it was trained on {env.get('id')} with settings {env.get('settings')})"
-        raise CheckpointError(
-            f"learner {name!r} of {path} does not fit this env's agent (observation "
-            f"{observation_space}, actions {action_space}): {detail}"
-            f"{trained if env else ''}"
-        ) from exc
-    return learner if keys is None else TrainedView(learner, keys)
+        detail = found or (f"no entry {exc}" if isinstance(exc, KeyError) else str(exc))
+        detail = detail or type(exc).__name__
+        raise CheckpointError(f"{what}: {detail.splitlines()[0]}{note}") from exc
 
 
 def _saved_learner(path: str | Path, name: str, learners: Mapping[str, Any]) -> str:
@@ -145,6 +163,14 @@ def _saved_learner(path: str | Path, name: str, learners: Mapping[str, Any]) -> 
             f"checkpoint {path} holds learners {sorted(learners)}; name one with learner=..."
         )
     return next(iter(learners))
+
+
+def frozen_learner_config(role: RoleConfig) -> Any:
+    """The learner config a frozen ``role`` plays, as its checkpoint saved it (nothing built:
+    the memory check sizes the network from it first)."""
+    path = Path(str(role.checkpoint))
+    learners = load_checkpoint(path)["learners"]
+    return config_from_dict(learners[_saved_learner(path, role.learner, learners)]["config"])
 
 
 class TrainedView:
@@ -235,7 +261,8 @@ def _learner_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig
     if learner is None:
         seed = ctx.seed * 1000 + ctx.index
         try:
-            learner = build_learner(ctx.configs[name], obs_space, act_space, seed)
+            cfg = with_observed_image_mode(ctx.configs[name], ctx.vec, agents)
+            learner = build_learner(cfg, obs_space, act_space, seed)
         except ConfigError as exc:
             key = "agent" if name == MAIN else f"learners.{name}"
             raise ConfigError(f"{key}: {exc}") from None

@@ -9,8 +9,9 @@
   :mod:`.sweep_stop`) into a flag the trainer checks between iterations, so that it can write a
   consistent checkpoint before exiting.
 - :func:`remove_fresh_dirs` removes the empty folders a failed start just created.
-- :func:`replace_atomically` writes a run's files (checkpoints, ``config.json``) so that no
-  reader ever sees one half written.
+- :func:`replace_atomically` writes a run's files (checkpoints, ``config.json``,
+  ``metrics.csv``) so that no reader ever sees one half written; :func:`remove_temp_files`
+  removes the temporary files a killed writer left behind.
 
 Nothing here imports Hydra or torch.
 """
@@ -21,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -38,22 +40,36 @@ __all__ = [
     "StopRequest",
     "job_subdir",
     "remove_fresh_dirs",
+    "remove_temp_files",
     "replace_atomically",
 ]
 
 LOCK_NAME = ".lock"
 #: longest directory name made from overrides (bytes; file systems allow 255)
 MAX_NAME_BYTES = 200
+#: the temporary files :func:`replace_atomically` writes: ``.<target stem>_<8 random>.tmp``
+#: (:func:`tempfile.mkstemp`'s random part)
+TEMP_NAME = re.compile(r"\..+_[a-z0-9_]{8}\.tmp")
+#: this process's umask (read once, at import: reading it means setting it)
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def replace_atomically(target: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
     """Write ``target`` with ``write(file)`` through a temporary file in the same folder,
-    flushed to disk and renamed over it: ``target`` is never left partly written."""
+    flushed to disk and renamed over it: ``target`` is never left partly written. A process
+    killed meanwhile leaves the temporary file (:data:`TEMP_NAME`; see
+    :func:`remove_temp_files`)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:  # the file keeps its permissions; a new one gets open()'s (mkstemp's are 0600)
+        mode = target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}_", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -62,6 +78,21 @@ def replace_atomically(target: str | Path, write: Callable[[IO[bytes]], None]) -
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def remove_temp_files(*folders: str | Path) -> list[Path]:
+    """Remove the temporary files of :func:`replace_atomically` (:data:`TEMP_NAME`) in
+    ``folders`` (not below them); returns the removed files. Only call it holding the folders'
+    :class:`RunLock`: then no live writer's file is among them."""
+    removed = []
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if TEMP_NAME.fullmatch(path.name) and path.is_file():
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
 
 
 def job_subdir(override_dirname: str, seed: Any) -> str:

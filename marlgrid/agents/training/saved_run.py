@@ -16,7 +16,9 @@ The trainer writes ``config.json`` beside the checkpoints when a run starts or r
 config resolved to its dataclass (``agent: null`` is written as the PPO defaults it stands for).
 A run from before that has only Hydra's record, ``.hydra/config.yaml``; it loads the same way.
 The plain-data reading itself is :func:`marlgrid.analysis.runs.read_config` (torch-free, for the
-analysis side).
+analysis side). Frozen roles' checkpoint paths are saved absolute; a relative one (a run from
+before, or Hydra's record) is read relative to the run's launch directory (:func:`launch_dir`), so
+a run evaluates from any working directory.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from marlgrid.agents.training.launch import absolute_checkpoints
 from marlgrid.agents.training.run_dir import replace_atomically
 from marlgrid.analysis.curves import AnalysisError, CurveError, metric_columns, read_curve
 from marlgrid.analysis.runs import CONFIG_FILE, HYDRA_CONFIG, config_path, read_config
@@ -46,6 +49,7 @@ __all__ = [
     "SavedRun",
     "SavedRunError",
     "config_data",
+    "launch_dir",
     "train_config_from_data",
     "write_run_config",
 ]
@@ -60,12 +64,14 @@ class SavedRunError(ValueError):
 
 def config_data(cfg: TrainConfig) -> dict[str, Any]:
     """``cfg`` as plain, JSON-safe data: :func:`dataclasses.asdict`, each learner config
-    resolved (:func:`~marlgrid.agents.training.train_config.learner_configs`) to its ``asdict``."""
+    resolved (:func:`~marlgrid.agents.training.train_config.learner_configs`) to its ``asdict``,
+    frozen roles' checkpoints absolute (a relative one is relative to the working directory,
+    as the trainer loads it)."""
     from marlgrid.agents.training.roles import MAIN
     from marlgrid.agents.training.train_config import learner_configs
 
     configs = learner_configs(cfg)
-    data = dataclasses.asdict(cfg)
+    data = dataclasses.asdict(absolute_checkpoints(cfg, Path.cwd()))
     data["agent"] = dataclasses.asdict(configs[MAIN])
     data["learners"] = {k: dataclasses.asdict(configs[k]) for k in cfg.learners}
     return json.loads(json.dumps(data, default=_json_value))
@@ -90,6 +96,34 @@ def _json_value(value: Any) -> Any:
 
 
 # -- reading -------------------------------------------------------------------------------------
+
+#: Hydra's record of the job (``hydra.runtime.cwd`` is the directory it was launched from)
+HYDRA_RECORD = ".hydra/hydra.yaml"
+
+
+def launch_dir(run_dir: str | Path) -> Path | None:
+    """The directory a run was launched from, which its relative paths are relative to: Hydra's
+    ``hydra.runtime.cwd`` (:data:`HYDRA_RECORD`) while that folder exists, else the folder that
+    holds the ``runs/`` folder the run lies in; None when neither is known."""
+    cwd = _hydra_cwd(Path(run_dir) / HYDRA_RECORD)
+    if isinstance(cwd, str) and cwd and Path(cwd).is_dir():
+        return Path(cwd)
+    for folder in Path(run_dir).absolute().parents:
+        if folder.name == "runs":
+            return folder.parent
+    return None
+
+
+def _hydra_cwd(record: Path) -> Any:
+    """``hydra.runtime.cwd`` of Hydra's record ``record`` (None where it cannot be read)."""
+    try:
+        import yaml
+    except ImportError:  # PyYAML comes with the train extra that writes the record
+        return None
+    try:
+        return yaml.safe_load(record.read_text(encoding="utf-8"))["hydra"]["runtime"]["cwd"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return None
 
 
 def train_config_from_data(data: Mapping[str, Any]) -> TrainConfig:
@@ -196,13 +230,15 @@ class SavedRun:
 
     @cached_property
     def config(self) -> dict[str, Any]:
-        """The run's resolved config as plain data (read once)."""
+        """The run's resolved config as plain data (read once); relative frozen-role
+        checkpoints made absolute against the run's :func:`launch_dir`."""
         self.config_file  # noqa: B018  (raises naming the run when it has no config)
         try:
             data = read_config(self.path)
         except AnalysisError as exc:
             raise SavedRunError(str(exc)) from None
-        return data or {}
+        base = launch_dir(self.path)
+        return (data or {}) if base is None else absolute_checkpoints(data or {}, base)
 
     @property
     def train_config(self) -> TrainConfig:
@@ -256,15 +292,17 @@ class SavedRun:
         checkpoint's weights, frozen ones from their own files, scripted ones built anew. They
         play under the rules the run's curriculum had reached there
         (:func:`~marlgrid.agents.training.curriculum.checkpoint_rules`), ``rules`` overriding
-        them; ``greedy`` learners take the likeliest action."""
-        from marlgrid.agents.training.checkpoint import load_checkpoint
+        them; ``greedy`` learners take the likeliest action. The checkpoint's learners are checked
+        (:func:`~marlgrid.agents.training.checkpoint.load_learners`) before any is built; an
+        unusable one raises :class:`~marlgrid.agents.training.checkpoint.CheckpointError`."""
+        from marlgrid.agents.training.checkpoint import load_learners
         from marlgrid.agents.training.curriculum import checkpoint_rules
         from marlgrid.agents.training.env_sources import make_env_source
-        from marlgrid.agents.training.roles import build_groups, resolve_roles
+        from marlgrid.agents.training.roles import build_groups, load_saved_state, resolve_roles
         from marlgrid.agents.training.train_config import learner_configs
 
         cfg, ckpt = self.train_config, self.checkpoint
-        payload = load_checkpoint(ckpt)
+        payload = load_learners(ckpt)
         stage = {**checkpoint_rules(cfg.curriculum, payload), **(rules or {})}
         settings = {**cfg.env.settings, **stage}
         vec = make_env_source(cfg.env.id, 1, settings)
@@ -279,7 +317,7 @@ class SavedRun:
                         f"{ckpt} holds no learner {g.name!r} (it holds {sorted(saved)}): does it "
                         f"belong to {self.path}?"
                     )
-                g.learner.load_state_dict(saved[g.name])
+                load_saved_state(g.learner, saved[g.name], f"learner {g.name!r} of {ckpt}")
                 g.train = False
             g.explore = g.explore and not greedy
         agents = list(vec.possible_agents)

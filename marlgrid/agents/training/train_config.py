@@ -14,13 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from marlgrid.agents.learner import (
-    LEARNERS,
-    config_from_dict,
-    default_config,
-    load_builtin_learners,
-)
-from marlgrid.agents.training.curriculum import ScheduleConfig, check_curriculum
+from marlgrid.agents.learner import config_from_dict, default_config
+from marlgrid.agents.training.curriculum import check_curriculum, typed_schedules
+from marlgrid.agents.training.learner_checks import check_learner_config
 from marlgrid.agents.training.mixing import (
     DropoutConfig,
     MixedConfig,
@@ -77,7 +73,8 @@ class TrainConfig:
     mixed: MixedConfig = field(default_factory=MixedConfig)  # main stream: envs without experts
     dropout: DropoutConfig = field(default_factory=DropoutConfig)  # main stream: experts leave
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    curriculum: dict[str, ScheduleConfig] = field(default_factory=dict)  # rule -> schedule
+    # rule -> schedule: a ScheduleConfig or a mapping of its fields (from the command line)
+    curriculum: dict[str, Any] = field(default_factory=dict)
     name: str = "default"  # run name (part of the run directory)
     seed: int = 0  # seeds networks, sampling and environments (0 .. 2**32 - 1)
     total_timesteps: int = 200_000  # env steps summed over the batch (each is one step per agent)
@@ -91,6 +88,9 @@ class TrainConfig:
     resume: bool = True  # continue from the newest checkpoint in the run directory if any
     extend: bool = False  # resume even if total_timesteps differs from the run's (train on to it)
     torch_threads: int = 1  # torch CPU threads
+
+    def __post_init__(self) -> None:
+        self.curriculum = typed_schedules(self.curriculum)  # command-line entries: mappings
 
     def validate(self) -> None:
         """Check every field that needs no env; :class:`ConfigError` names the first bad one."""
@@ -206,20 +206,8 @@ def learner_configs(cfg: TrainConfig) -> dict[str, Any]:
 
 def validate_learners(configs: Mapping[str, Any], slots: Mapping[str, int] | None = None) -> None:
     """Each config's own ``validate(key, num_slots)``; its ``algo`` must be registered."""
-    load_builtin_learners()
     for name, c in configs.items():
-        key = _config_key(name)
-        algo = getattr(c, "algo", None)
-        if algo not in LEARNERS:
-            raise ConfigError(f"{key}.algo must be one of {sorted(LEARNERS)}, got {algo!r}")
-        if not isinstance(c, LEARNERS[algo].config):
-            raise ConfigError(
-                f"{key} must be a {LEARNERS[algo].config.__name__} (algo {algo!r}), got "
-                f"{type(c).__name__}"
-            )
-        check = getattr(c, "validate", None)
-        if callable(check):
-            check(key, None if slots is None else slots.get(name))
+        check_learner_config(_config_key(name), c, None if slots is None else slots.get(name))
 
 
 def iteration_steps(cfg: TrainConfig) -> int:

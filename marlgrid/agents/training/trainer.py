@@ -16,7 +16,10 @@ without its experts and let experts leave during episodes (``mixed``, ``dropout`
   written: :meth:`TrainConfig.validate`, then each learner config's own ``validate(key,
   num_slots)`` (see :class:`ValidatingConfig`; every registered algorithm provides one), the env
   (built once), the roles and frozen checkpoints. A bad value raises
-  :class:`~marlgrid.config.ConfigError` naming the key, the value and what is allowed.
+  :class:`~marlgrid.config.ConfigError` naming the key, the value and what is allowed. Before
+  the envs and networks are built, their memory is estimated from the config and a run that
+  cannot fit this machine is refused, naming the setting that dominates
+  (:mod:`~marlgrid.agents.training.resources`).
 - **One process per directory.** :meth:`Trainer.run` holds a
   :class:`~marlgrid.agents.training.run_dir.RunLock` on the run directory.
 - **Resume continues the same run only.** The newest checkpoint must come from the same settings
@@ -56,9 +59,11 @@ from marlgrid.agents.training.checkpoint import (
     save_checkpoint,
 )
 from marlgrid.agents.training.curriculum import CurriculumCallback
+from marlgrid.agents.training.divergence import check_finite
 from marlgrid.agents.training.logger import Logger, last_logged, progress_bar, show_progress
-from marlgrid.agents.training.roles import RoleConfig
-from marlgrid.agents.training.run_dir import RunLock, StopRequest
+from marlgrid.agents.training.resources import check_memory
+from marlgrid.agents.training.roles import MAIN, RoleConfig
+from marlgrid.agents.training.run_dir import RunLock, StopRequest, remove_temp_files
 from marlgrid.agents.training.saved_run import write_run_config
 from marlgrid.agents.training.streams import build_streams
 from marlgrid.agents.training.train_config import (
@@ -118,6 +123,7 @@ class Trainer:
     ) -> None:
         cfg.validate()
         configs = learner_configs(cfg)  # validated once the slots they drive are known
+        check_memory(cfg, configs)  # before anything large is built
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.stop = stop or StopRequest()
         self.log = _run_logger()
@@ -215,6 +221,11 @@ class Trainer:
                 )
             for name, state in payload["learners"].items():
                 self.learners[name].learner.load_state_dict(state)
+                if getattr(self.learners[name].learner, "replay_refilled", False):  # DRQN
+                    self.say(
+                        f"learner {name}: the checkpoint holds no replay (checkpoint_replay="
+                        "false); it starts empty and refills (learning_starts steps) first"
+                    )
             self.iteration, self.global_step = int(payload["update"]), int(payload["global_step"])
             self._saved_iteration = self.iteration
             torch.set_rng_state(payload["torch_rng"])
@@ -245,6 +256,7 @@ class Trainer:
                     counts[name] = counts.get(name, 0) + 1
                     for key, value in g.learner.update(progress).items():
                         out.setdefault(name, {}).setdefault(key, []).append(value)
+                    check_finite(name, g.learner, _settings_key(name), self.iteration + 1)
                     update_time += time.perf_counter() - t1
         self.iteration += 1
         self.global_step += self.steps * sum(s.vec.num_envs for s in self.streams)
@@ -270,6 +282,12 @@ class Trainer:
                 self.say(
                     f"took over the lock of process {lock.stale_pid}, which ended without "
                     f"releasing it (killed?); {self.run_dir} continues from its newest checkpoint"
+                )
+            stale = remove_temp_files(self.run_dir, self.ckpt_dir)  # the lock is ours: none live
+            if stale:
+                self.say(
+                    f"removed {len(stale)} temporary file(s) of a write cut short (a killed "
+                    f"process?): {', '.join(p.name for p in stale)}"
                 )
             try:
                 return self._run()
@@ -381,6 +399,11 @@ def train(
 ) -> dict[str, float]:
     """Train as ``cfg`` says in ``run_dir`` (resuming there if possible); returns final metrics."""
     return Trainer(cfg, run_dir, callbacks, stop).run()
+
+
+def _settings_key(learner: str) -> str:
+    """Where a learner's settings sit on the command line: ``agent`` or ``learners.<name>``."""
+    return "agent" if learner == MAIN else f"learners.{learner}"
 
 
 def _run_logger() -> logging.Logger:

@@ -1,0 +1,262 @@
+"""Resource limits are checked before anything is allocated (``training.resources``).
+
+A run whose envs, storage, update or networks cannot fit the machine is refused when the trainer
+is built, naming the setting, the estimate, the limit and the most that fits; values with no
+meaning past a limit (a DRQN batch larger than its replay) are refused by validation. Every
+preset fits a 24 GiB machine. Tests set the limit (``MARLGRID_MEMORY_LIMIT``) so that nothing
+depends on the memory free now, and nothing large is ever allocated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("hydra")
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from marlgrid.agents.algorithms.drqn import DRQNConfig  # noqa: E402
+from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
+from marlgrid.agents.training.checkpoint import list_checkpoints  # noqa: E402
+from marlgrid.agents.training.resources import (  # noqa: E402
+    MARGIN,
+    MEMORY_LIMIT_ENV,
+    check_memory,
+    estimate_memory,
+)
+from marlgrid.agents.training.trainer import (  # noqa: E402
+    EnvConfig,
+    LoggerConfig,
+    RoleConfig,
+    TrainConfig,
+    Trainer,
+    train,
+)
+from marlgrid.config import ConfigError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+#: what a run may plan to use on a 24 GiB machine
+MACHINE_24G = MARGIN * 24 * GIB
+THREE_AGENTS = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+#: a couple of updates of a preset
+TINY = [
+    "scale=small",
+    "env.num_envs=2",
+    "agent.num_steps=16",
+    "total_timesteps=32",
+    "checkpoint_every=1",
+    "video=false",
+    "logger.tensorboard=false",
+    "logger.progress=false",
+]
+
+
+@pytest.fixture(autouse=True)
+def _limit(monkeypatch) -> None:
+    """A fixed limit of 16 GiB, whatever the machine has free now."""
+    torch.set_num_threads(1)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "16G")
+
+
+def _compose(overrides: list[str]) -> TrainConfig:
+    import experiments.train  # noqa: F401  (registers the schema)
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        return OmegaConf.to_object(compose("train", overrides=overrides))
+
+
+def _tiny(**overrides) -> TrainConfig:
+    base = {
+        "env": EnvConfig(THREE_AGENTS, num_envs=2),
+        "agent": PPOConfig(num_steps=8, chunk_len=4, num_minibatches=2, update_epochs=1),
+        "total_timesteps": 32,
+        "checkpoint_every": 1,
+        "video": False,
+        "logger": LoggerConfig(tensorboard=False, progress=False),
+    }
+    return TrainConfig(**{**base, **overrides})
+
+
+def _refused(cfg: TrainConfig, run_dir: Path, match: str) -> str:
+    with pytest.raises(ConfigError, match=match) as info:
+        Trainer(cfg, run_dir)
+    assert not run_dir.exists()
+    return str(info.value)
+
+
+# -- the three reproducers ---------------------------------------------------------------------
+
+
+def _cap_memory() -> None:  # a run that allocated anyway fails at 4 GiB instead of filling RAM
+    resource.setrlimit(resource.RLIMIT_AS, (4 * GIB, 4 * GIB))
+
+
+def test_a_huge_env_batch_is_refused_by_the_cli_at_once_leaving_no_folder(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", MEMORY_LIMIT_ENV: "16G"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    args = ["env.num_envs=100000", "video=false", "logger.progress=false"]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "train.py"), *args],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+        preexec_fn=_cap_memory,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"error: env\.num_envs=100000: .+ would need ~[\d.]+ GB and the run ~[\d.]+ GB in all, "
+        r"more than the 16\.0 GB allowed \(MARLGRID_MEMORY_LIMIT=16G\); at most ~\d+ fits",
+        line,
+    ), line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_huge_env_batch_is_refused_within_seconds_before_any_env_is_built(tmp_path):
+    cfg = _tiny(env=EnvConfig(THREE_AGENTS, num_envs=100_000))
+    Trainer(_tiny(), tmp_path / "warm")  # imports and compiled kernels warm
+    start = time.perf_counter()
+    message = _refused(cfg, tmp_path / "run", r"^env\.num_envs=100000: ")
+    assert time.perf_counter() - start < 10, "the check must not build the envs"
+    most = int(re.search(r"at most ~(\d+) fits", message)[1])
+    assert 100 < most < 100_000
+    check_memory(dataclasses.replace(cfg, env=EnvConfig(THREE_AGENTS, num_envs=most)))
+
+
+def test_a_drqn_batch_larger_than_its_replay_is_refused_by_validation(tmp_path):
+    cfg = _tiny(agent=DRQNConfig(batch_size=100_000))
+    _refused(
+        cfg,
+        tmp_path / "run",
+        r"agent\.batch_size must be <= the sequences the replay holds \(2 \* buffer_size // "
+        r"\(seq_len - overlap\) = 2 \* 100000 // 20 = 10000\): a larger batch only repeats "
+        r"them; got 100000",
+    )
+
+
+def test_a_drqn_batch_whose_update_cannot_fit_is_refused_naming_the_batch(tmp_path):
+    cfg = _tiny(agent=DRQNConfig(batch_size=100_000, buffer_size=1_000_000))
+    message = _refused(
+        cfg,
+        tmp_path / "run",
+        r"^agent\.batch_size=100000: the update of agent \(one batch\) would need ~[\d.]+ GB and "
+        r"the run ~[\d.]+ GB in all, more than the 16\.0 GB allowed \(MARLGRID_MEMORY_LIMIT=16G\)"
+        r"; at most ~\d+ fits$",
+    )
+    most = int(re.search(r"at most ~(\d+) fits", message)[1])
+    fits = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, batch_size=most))
+    check_memory(fits)  # the most it names does fit
+
+
+def test_a_frozen_checkpoint_saved_with_a_huge_hidden_size_is_refused_before_building(tmp_path):
+    train(_tiny(), tmp_path / "expert")
+    payload = torch.load(list_checkpoints(tmp_path / "expert" / "checkpoints")[-1])
+    payload["learners"]["main"]["config"]["network"]["hidden_size"] = 2**40
+    path = tmp_path / "huge.pt"
+    torch.save(payload, path)
+    frozen = RoleConfig(kind="frozen", checkpoint=str(path))
+    cfg = _tiny(roles={"agent_1": frozen, "agent_2": frozen})
+    _refused(
+        cfg,
+        tmp_path / "run",
+        r"^roles\.agent_1\.checkpoint's network\.hidden_size=1099511627776: the frozen network of "
+        r"agent_1 \(huge\.pt\) would need ~.+ PB and the run ~.+ PB in all, more than the 16\.0 "
+        r"GB allowed \(MARLGRID_MEMORY_LIMIT=16G\); at most ~\d+ fits$",
+    )
+
+
+# -- bounds ------------------------------------------------------------------------------------
+
+
+def test_a_drqn_replay_too_small_for_its_slots_is_refused_before_the_run(tmp_path):
+    agent = DRQNConfig(buffer_size=160, batch_size=4)  # 2 envs x 3 agents x 2 x 43 rows needed
+    _refused(
+        _tiny(agent=agent),
+        tmp_path / "run",
+        r"agent\.buffer_size must hold two sequence windows per slot, >= num_slots \* 2 \* "
+        r"\(seq_len \+ n_step\) = 6 \* 2 \* 43 = 516, got 160",
+    )
+
+
+def test_drqn_max_sequences_past_the_buffer_and_batches_past_them_are_refused():
+    with pytest.raises(ConfigError, match=r"agent\.max_sequences must be <= agent\.buffer_size"):
+        DRQNConfig(buffer_size=1000, max_sequences=1001).validate("agent")
+    with pytest.raises(ConfigError, match=r"\(agent\.max_sequences = 64\).*got 65"):
+        DRQNConfig(max_sequences=64, batch_size=65).validate("agent")
+    DRQNConfig(max_sequences=64, batch_size=64).validate("agent")
+
+
+# -- the limit ---------------------------------------------------------------------------------
+
+
+def test_the_limit_variable_takes_sizes_or_off_and_names_itself_when_bad(monkeypatch, tmp_path):
+    cfg = _tiny()
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
+    with pytest.raises(ConfigError, match=r"MARLGRID_MEMORY_LIMIT must be a size such as 8G"):
+        check_memory(cfg)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "1M")
+    message = _refused(cfg, tmp_path / "run", r"more than the 1\.0 MB allowed")
+    assert "(MARLGRID_MEMORY_LIMIT=1M)" in message
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "off")
+    assert check_memory(cfg) == []
+    monkeypatch.delenv(MEMORY_LIMIT_ENV)
+    assert check_memory(cfg)  # this machine's available memory: a tiny run fits
+
+
+# -- presets -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluttered_experts(tmp_path_factory) -> Path:
+    """A checkpoint of a tiny run of the cluttered experts (cluttered_with_experts plays it)."""
+    run_dir = tmp_path_factory.mktemp("cluttered_experts")
+    import experiments.train  # noqa: F401
+
+    train(_compose(["experiment=cluttered_experts", *TINY]), run_dir)
+    return list_checkpoints(run_dir / "checkpoints")[-1]
+
+
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+AGENTS = sorted(p.stem for p in (ROOT / "conf" / "agent").glob("*.yaml") if p.stem != "bc")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [[f"experiment={e}"] for e in EXPERIMENTS] + [[f"agent={a}"] for a in AGENTS],
+    ids=lambda o: o[0],
+)
+def test_every_preset_at_its_default_scale_fits_a_24_gib_machine(overrides, cluttered_experts):
+    cfg = _compose(overrides)
+    if any(r.kind == "frozen" and not r.checkpoint for r in map(_role, cfg.roles.values())):
+        cfg = _compose([*overrides, f"roles.agent_1.checkpoint={cluttered_experts}"])
+    needs = check_memory(cfg, limit=MACHINE_24G)
+    assert needs and all(n.nbytes > 0 for n in needs)
+    assert sum(n.nbytes for n in needs) < 4 * GIB  # far below: the estimate is not near the edge
+
+
+def _role(role):
+    return role if isinstance(role, RoleConfig) else RoleConfig(**role)
+
+
+def test_the_estimate_counts_the_frozen_network_once_for_agents_that_share_it(tmp_path):
+    train(_tiny(), tmp_path / "expert")
+    path = str(list_checkpoints(tmp_path / "expert" / "checkpoints")[-1])
+    one = {"agent_1": RoleConfig(kind="frozen", checkpoint=path)}
+    both = {**one, "agent_2": RoleConfig(kind="frozen", checkpoint=path)}
+
+    def frozen_networks(roles) -> list[str]:
+        needs = estimate_memory(_tiny(roles=roles))
+        return [n.what for n in needs if n.what.startswith("the frozen network")]
+
+    assert len(frozen_networks(one)) == len(frozen_networks(both)) == 1
