@@ -350,8 +350,9 @@ def _sigterm_trials(tmp_path: Path, launcher: list[str], trials: int, loopback=N
         token, sweep = uuid.uuid4().hex, tmp_path / f"trial_{trial}"
         cmd = [*TRAIN, "-m", "seed=0,1,2", *launcher, *TINY, f"total_timesteps={total}",
                f"hydra.sweep.dir={sweep}"]  # fmt: skip
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(token, loopback),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        env = _env(token, loopback)
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)  # fmt: skip
         deadline = time.monotonic() + 240
         while len(started := sorted(sweep.glob("*/seed_*/metrics.csv"))) < 2:
             assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read()
