@@ -3,7 +3,7 @@ mixing or run setting, given on the command line as ``key=value``, either is ref
 error that names the key, before any folder exists, or trains two updates within this machine's
 memory. Nothing in between: no traceback of another kind, no folder left by a refusal.
 
-Examples per test: ``MARLGRID_PROPERTY_EXAMPLES`` (default 12 here, 150 in the slow test).
+Examples: ``MARLGRID_PROPERTY_EXAMPLES`` (default 150).
 Marked slow, and not yet passing: a survey of 1,176 values found sizes of 2**40 that reach
 torch's allocator, epoch/step counts of 2**40 that never finish, conv settings that raise
 ValueError at build and non-string curriculum group overrides (see the reliability issue's note).
@@ -175,14 +175,6 @@ def _small_memory_limit(monkeypatch):
     """Runs are checked against a modest budget, so a refusal never needs a huge allocation."""
     monkeypatch.setenv("MARLGRID_MEMORY_LIMIT", str(6 * 2**30))
     torch.set_num_threads(1)
-
-
-@pytest.mark.slow
-@_property(12)
-@given(target=st.sampled_from(TARGETS), value=VALUES)
-def test_a_setting_is_refused_naming_it_or_trains_two_updates(tmp_path_factory, target, value):
-    family, key = target
-    check_setting(family, key, value, tmp_path_factory.mktemp("run") / "run")
 
 
 @pytest.mark.slow

@@ -29,12 +29,12 @@ from omegaconf import OmegaConf  # noqa: E402
 from marlgrid.agents.algorithms.drqn import DRQNConfig  # noqa: E402
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
 from marlgrid.agents.training.checkpoint import list_checkpoints  # noqa: E402
-from marlgrid.agents.training.resources import (  # noqa: E402
+from marlgrid.agents.training.memory_budget import (  # noqa: E402
     MARGIN,
     MEMORY_LIMIT_ENV,
     check_memory,
-    estimate_memory,
 )
+from marlgrid.agents.training.resources import estimate_memory  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,
     LoggerConfig,

@@ -1,6 +1,6 @@
 """Memory a training run needs, estimated from its config before anything is built, and the
 check that refuses a run that cannot fit (:func:`check_memory`, called by the trainer right
-after :meth:`TrainConfig.validate`).
+after :meth:`TrainConfig.validate`, is in :mod:`.memory_budget`).
 
 :func:`estimate_memory` lists the parts (:class:`Need`), each with the settings it grows with:
 
@@ -29,31 +29,28 @@ cell) and the heads' layers. Honesty: on a PPO-LSTM run (7x7 goal cycle, 512 env
 one update) the estimate is about 1.3 times the peak RSS growth measured; on a DRQN-LSTM run
 (256 envs, a 200k replay, batch 256) about 1.6 times: it errs on the side of refusing.
 
-The limit is :data:`MARGIN` of the memory available now (``MemAvailable`` of
-``/proc/meminfo``, or the cgroup's limit when lower; ``sysconf`` elsewhere). The environment
-variable :data:`MEMORY_LIMIT_ENV` replaces it: a size such as ``8G``, ``512M`` or a byte count
-(taken as is, no margin), or ``off`` to skip the check. A new algorithm adds an entry to
+A new algorithm adds an entry to
 :data:`ESTIMATORS`; without one only its networks and acting are counted.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from gymnasium import spaces
 
-from marlgrid.agents.arrays import alloc_obs
 from marlgrid.agents.networks.config import NetworkConfig
-from marlgrid.agents.networks.models import Torso
 from marlgrid.agents.training.env_sources import make_env_source
+from marlgrid.agents.training.network_size import (
+    NetSize,
+    network_size,
+    num_actions,
+    observation_bytes,
+)
 from marlgrid.agents.training.roles import RoleConfig, frozen_learner_config, resolve_roles
 from marlgrid.agents.training.train_config import (
     EnvConfig,
@@ -64,12 +61,8 @@ from marlgrid.agents.training.train_config import (
 )
 from marlgrid.config import ConfigError
 
-__all__ = ["ESTIMATORS", "MEMORY_LIMIT_ENV", "Growth", "Need", "check_memory", "estimate_memory"]
+__all__ = ["ESTIMATORS", "Growth", "Need", "estimate_memory"]
 
-#: environment variable replacing the memory limit: a size (``8G``, ``512M``, bytes) or ``off``
-MEMORY_LIMIT_ENV = "MARLGRID_MEMORY_LIMIT"
-#: share of the available memory a run may plan to use
-MARGIN = 0.85
 #: copies of the activations of a training forward (saved for backward, gradients, temporaries)
 TRAIN_FACTOR = 3
 #: parameter-sized tensors of a trained learner (weights, gradients, flat gradients, Adam's two
@@ -80,8 +73,6 @@ FROZEN_COPIES = 2
 #: copies of a step's observations and states in flight while acting (env, torch, the step's
 #: observation and next observation)
 STEP_COPIES = 4
-#: floats of the memory core's activations per sample, per unit of ``hidden_size``
-MEMORY_WIDTH = 6
 #: sequences per state-refresh batch of DRQN (``storage.state_refresh.refresh_states``)
 REFRESH_SEQUENCES = 4096
 #: envs of the second build that measures an env's bytes
@@ -106,16 +97,6 @@ class Need:
     what: str
     nbytes: float
     grows: tuple[Growth, ...]
-
-
-@dataclass(frozen=True)
-class NetSize:
-    """What the memory of one network depends on (counted without allocating it)."""
-
-    params: float  # parameters of the torso and heads
-    state_size: int  # floats of memory state per slot
-    width: float  # floats of activations per sample in a training forward
-    peak: float  # floats per sample held at once by an inference pass over many samples
 
 
 @dataclass
@@ -147,65 +128,6 @@ class _Use:
     @property
     def obs_bytes(self) -> int:
         return observation_bytes(self.observation_space)
-
-
-# -- sizes ------------------------------------------------------------------------------------
-
-
-def observation_bytes(space: spaces.Space) -> int:
-    """Bytes of one observation of ``space`` as stored (counted on the meta device)."""
-    obs = alloc_obs(space, (1,), "meta")
-    leaves = obs.values() if isinstance(obs, Mapping) else [obs]
-    return sum(t.numel() * t.element_size() for t in leaves)
-
-
-def _num_actions(space: spaces.Space) -> int:
-    if isinstance(space, spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, spaces.MultiDiscrete):
-        return int(sum(int(n) for n in space.nvec))
-    return 1
-
-
-def _new_floats(inputs: tuple[Any, ...], out: Any) -> int:
-    """Elements a layer's output adds (none for an in-place one, e.g. ``ReLU(inplace=True)``)."""
-    if not isinstance(out, torch.Tensor) or any(out is x for x in inputs):
-        return 0
-    return out.numel()
-
-
-def network_size(net: NetworkConfig, obs_space: spaces.Space, act_space: spaces.Space,
-                 heads: int = 2) -> NetSize:  # fmt: skip
-    """The :class:`NetSize` of a torso of ``net`` and ``heads`` heads (PPO's actor and critic,
-    DRQN's Q head): the torso built on the meta device, its encoder and trunk run once on a
-    meta observation; from the sizes alone where even that fails (absurd sizes)."""
-    head = [net.hidden_size, *net.head_sizes, _num_actions(act_space)]
-    head_params = heads * sum(a * b + b for a, b in zip(head, head[1:], strict=False))
-    head_width = heads * sum(head[1:])
-    try:
-        with torch.device("meta"):
-            torso = Torso(obs_space, net)
-        outs: list[int] = []
-        hooks = [
-            m.register_forward_hook(lambda _m, inputs, out: outs.append(_new_floats(inputs, out)))
-            for m in torso.modules()
-            if not list(m.children())
-        ]
-        torso.features(alloc_obs(obs_space, (1, 1), "meta"), 1, 1)
-        for hook in hooks:
-            hook.remove()
-        params = float(sum(p.numel() for p in torso.parameters()))
-        state_size = int(torso.state_size)
-    except (RuntimeError, ValueError, TypeError, OverflowError, NotImplementedError):
-        widths = [observation_bytes(obs_space), *net.trunk_sizes]
-        params = float(sum(a * b for a, b in zip(widths, widths[1:], strict=False)))
-        params += 4.0 * (widths[-1] + net.hidden_size) * net.hidden_size  # an LSTM's gates
-        outs, state_size = list(net.trunk_sizes), 2 * net.hidden_size
-    inputs = 4 * observation_bytes(obs_space)  # the observation as floats and as long ids
-    hidden = net.hidden_size
-    width = inputs + sum(outs) + MEMORY_WIDTH * hidden + state_size + head_width
-    peak = inputs + 4 * max(outs, default=0) + (outs[-1] if outs else 0) + 4 * hidden + state_size
-    return NetSize(params + head_params, state_size, float(width), float(peak + head_width))
 
 
 # -- the parts of a run -----------------------------------------------------------------------
@@ -252,7 +174,7 @@ def _drqn_needs(key: str, cfg: Any, use: _Use, net: NetSize) -> list[Need]:
     d = _defaults(cfg)
     window = cfg.seq_len + cfg.n_step
     records = cfg.max_sequences or max(2 * cfg.buffer_size // cfg.period, 1)
-    row = use.obs_bytes + (1 if _num_actions(use.action_space) <= 256 else 8) + 10
+    row = use.obs_bytes + (1 if num_actions(use.action_space) <= 256 else 8) + 10
     replay = cfg.buffer_size * row + records * (4 * net.state_size + 86)
     size = (Growth(f"{key}.buffer_size", cfg.buffer_size, d.buffer_size),)
     batch = (
@@ -420,122 +342,3 @@ def _frozen_needs(
     net = network_size(saved.network, use.observation_space, use.action_space, heads)
     needs = _network_needs(f"frozen network of {agent} ({path.name})", use, net, FROZEN_COPIES)
     return needs if first else needs[1:]
-
-
-# -- the limit and the check ------------------------------------------------------------------
-
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def memory_limit() -> tuple[float | None, str]:
-    """``(bytes a run may use, where that comes from)``; ``None`` when the check is off or
-    nothing tells the memory available."""
-    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
-    if text:
-        if text.lower() == "off":
-            return None, f"{MEMORY_LIMIT_ENV}=off"
-        found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", text.upper())
-        if found is None:
-            raise ConfigError(
-                f"{MEMORY_LIMIT_ENV} must be a size such as 8G, 512M or a byte count, or off; "
-                f"got {text!r}"
-            )
-        return float(found[1]) * _UNITS[found[2]], f"{MEMORY_LIMIT_ENV}={text}"
-    available = _available_bytes()
-    if available is None:
-        return None, "the available memory is unknown"
-    return available * MARGIN, (
-        f"{MARGIN:.0%} of the {_size(available)} available; {MEMORY_LIMIT_ENV} sets another limit"
-    )
-
-
-def _available_bytes() -> float | None:
-    """Memory available now: ``MemAvailable``, or the cgroup's room when smaller."""
-    found: list[float] = []
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                found.append(float(line.split()[1]) * 1024)
-    except OSError:
-        with contextlib.suppress(ValueError, OSError, AttributeError):  # not every OS has them
-            found.append(float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")))
-    cgroup = Path("/sys/fs/cgroup")
-    for limit, usage in (
-        ("memory.max", "memory.current"),  # cgroup v2
-        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"),  # cgroup v1
-    ):
-        try:
-            room = float((cgroup / limit).read_text()) - float((cgroup / usage).read_text())
-        except (OSError, ValueError):  # absent, or "max"
-            continue
-        found.append(max(room, 0.0))
-    return min(found) if found else None
-
-
-def _size(nbytes: float) -> str:
-    """``nbytes`` for a reader: ``1.5 GB`` (powers of 1024), ``3.2e+10 PB`` past petabytes."""
-    for unit, scale in (("PB", 2**50), ("TB", 2**40), ("GB", 2**30), ("MB", 2**20)):
-        if nbytes >= scale:
-            value = f"{nbytes / scale:.3g}" if unit == "PB" else f"{nbytes / scale:.1f}"
-            return f"{value} {unit}"
-    return f"{nbytes / 2**10:.1f} KB"
-
-
-def check_memory(
-    cfg: TrainConfig, configs: Mapping[str, Any] | None = None, limit: float | None = None
-) -> list[Need]:
-    """Refuse ``cfg`` with a :class:`ConfigError` when :func:`estimate_memory` exceeds
-    ``limit`` bytes (default :func:`memory_limit`), naming the setting that dominates, the
-    estimate, the limit and the most of that setting that fits; returns the estimate."""
-    source = "the limit given to check_memory"
-    if limit is None:
-        limit, source = memory_limit()
-        if limit is None:
-            return []
-    needs = estimate_memory(cfg, configs)
-    total = sum(n.nbytes for n in needs)
-    if total <= limit:
-        return needs
-    raise ConfigError(_refusal(needs, total, limit, source))
-
-
-def _most_that_fits(needs: list[Need], setting: str, room: float) -> int:
-    """The largest value of ``setting`` at which ``needs`` (each growing with it as its
-    :class:`Growth` says) take at most ``room`` bytes; 0 when none does."""
-    grown = [(n.nbytes, next(g for g in n.grows if g.setting == setting)) for n in needs]
-    value = grown[0][1].value
-
-    def at(x: int) -> float:
-        return sum(b * (x / g.value) ** g.power for b, g in grown)
-
-    low, high = 0, value  # at(high) > room
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if at(mid) <= room * (1 - 1e-9) else (low, mid)
-    return low
-
-
-def _refusal(needs: list[Need], total: float, limit: float, source: str) -> str:
-    """The one-line message of a run that does not fit (see :func:`check_memory`)."""
-    groups: dict[str, list[Need]] = {}
-    growths: dict[str, Growth] = {}
-    for need in needs:
-        for g in need.grows:
-            groups.setdefault(g.setting, []).append(need)
-            growths[g.setting] = g
-    size = {s: sum(n.nbytes for n in ns) for s, ns in groups.items()}
-    top = max(size.values())
-    near = [s for s in size if size[s] >= top / 2]  # of those, the one furthest above default
-    setting = max(near, key=lambda s: (growths[s].value / max(growths[s].default, 1), size[s]))
-    g, part = growths[setting], size[setting]
-    biggest = max(groups[setting], key=lambda n: n.nbytes)
-    rest = total - part
-    most = _most_that_fits(groups[setting], setting, limit - rest)
-    if rest >= limit:
-        fits = f"; the rest of the run alone needs ~{_size(rest)}"
-    else:
-        fits = f"; at most ~{most} fits" if most >= 1 else "; no value of it fits"
-    return (
-        f"{g.setting}={g.value}: {biggest.what} would need ~{_size(biggest.nbytes)} and the run "
-        f"~{_size(total)} in all, more than the {_size(limit)} allowed ({source}){fits}"
-    )

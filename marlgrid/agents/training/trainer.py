@@ -61,7 +61,7 @@ from marlgrid.agents.training.checkpoint import (
 from marlgrid.agents.training.curriculum import CurriculumCallback
 from marlgrid.agents.training.divergence import check_finite
 from marlgrid.agents.training.logger import Logger, last_logged, progress_bar, show_progress
-from marlgrid.agents.training.resources import check_memory
+from marlgrid.agents.training.memory_budget import check_memory
 from marlgrid.agents.training.roles import MAIN, RoleConfig
 from marlgrid.agents.training.run_dir import RunLock, StopRequest, remove_temp_files
 from marlgrid.agents.training.saved_run import write_run_config
