@@ -159,3 +159,84 @@ def test_files_written_atomically_keep_ordinary_permissions(tmp_path):
     os.umask(umask)
     for name in ("metrics.csv", "config.json", "checkpoints/ckpt_000000002.pt"):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
+
+
+#: a child that resumes a run (extend it by one update) and says when training starts, so the
+#: parent's SIGKILL lands in the resume itself, not in the imports
+_RESUMER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, sys.argv[2])
+    from test_reliability_crash_debris import _tiny
+    from marlgrid.agents.training.trainer import train
+
+    print("start", flush=True)
+    train(_tiny(total_timesteps=192, extend=True), sys.argv[1])
+    """
+)
+#: rows of the 50k-row run at or before its checkpoint (kept by a resume) and after it (dropped)
+KEPT_ROWS, DROPPED_ROWS = 40_000, 10_000
+
+
+def _run_of_50k_rows(run_dir: Path) -> list[dict[str, str]]:
+    """A run checkpointed at step 128 whose metrics.csv holds 50k rows, 10k of them past it."""
+    train(_tiny(), run_dir)
+    steps = [128 * (i + 1) / KEPT_ROWS for i in range(KEPT_ROWS)]
+    steps += [128 + i + 1 for i in range(DROPPED_ROWS)]
+    with (run_dir / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows({"step": s, FIELDS[1]: 0.5, FIELDS[2]: 1e3} for s in steps)
+    return _rows(run_dir / "metrics.csv")[:KEPT_ROWS]
+
+
+def _kept(path: Path) -> list[dict[str, str]]:
+    """The first rows of ``path`` in the columns written before the resume (it may add some)."""
+    return [{k: row[k] for k in FIELDS} for row in _rows(path)[:KEPT_ROWS]]
+
+
+def _resume_killed_after(run_dir: Path, delay: float | None) -> float:
+    """Resume ``run_dir`` in a child, SIGKILLed ``delay`` s after it starts training (None: let
+    it finish); returns how long it trained."""
+    import time
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = [sys.executable, "-c", _RESUMER, str(run_dir), str(Path(__file__).parent)]
+    child = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert child.stdout.readline().strip() == b"start"
+    started = time.monotonic()
+    if delay is None:
+        child.communicate(timeout=300)
+        assert child.returncode == 0
+    else:
+        time.sleep(delay)
+        child.kill()
+        child.communicate(timeout=60)
+    return time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_of_a_50k_row_resume_loses_no_row(tmp_path):
+    """10 kills at random moments of a resume (the CSV's rewrite, the checkpoint load, the
+    update, the new checkpoint): every row logged up to the checkpoint is still there, and the
+    next start leaves no temporary file and finishes the run."""
+    import random
+    import shutil
+
+    template = tmp_path / "template"
+    kept = _run_of_50k_rows(template)
+    calibration = tmp_path / "calibration"
+    shutil.copytree(template, calibration)
+    duration = _resume_killed_after(calibration, None)
+    rng = random.Random(24)
+    for trial in range(10):
+        run_dir = tmp_path / f"trial_{trial}"
+        shutil.copytree(template, run_dir)
+        _resume_killed_after(run_dir, rng.uniform(0.0, duration))
+        assert _kept(run_dir / "metrics.csv") == kept, f"trial {trial}"
+        train(_tiny(total_timesteps=192, extend=True), run_dir)  # the next start
+        assert not list(run_dir.rglob("*.tmp")), f"trial {trial}"
+        rows = _rows(run_dir / "metrics.csv")
+        assert _kept(run_dir / "metrics.csv") == kept, f"trial {trial}"
+        assert float(rows[-1]["step"]) == 192, f"trial {trial}"
+        assert len(rows) == KEPT_ROWS + 1, f"trial {trial}: rows past the checkpoint are kept"
