@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from marlgrid.agents.algorithms.chunking import check_chunking
 from marlgrid.agents.algorithms.imitation import check_teacher_id
 from marlgrid.agents.devices import check_device
-from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
+from marlgrid.agents.networks.config import (
+    EPOCHS_WHY,
+    MAX_PASSES,
+    NetworkConfig,
+    check_learner_header,
+)
 from marlgrid.agents.networks.registry import check_network_kind
 from marlgrid.config import ConfigError, check_float, check_int
 
@@ -61,7 +66,7 @@ class BCConfig:
         check_float(f"{key}.lr", self.lr, low=0.0, low_open=True)
         check_float(f"{key}.adam_eps", self.adam_eps, low=0.0, low_open=True)
         check_float(f"{key}.max_grad_norm", self.max_grad_norm, low=0.0, low_open=True)
-        check_int(f"{key}.epochs", self.epochs, low=1)
+        check_int(f"{key}.epochs", self.epochs, 1, MAX_PASSES, why=EPOCHS_WHY)
         check_device(f"{key}.device", self.device)
         columns = None if num_slots is None else num_slots * len(teachers)
         check_chunking(

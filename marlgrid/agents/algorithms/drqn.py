@@ -244,7 +244,8 @@ class DRQN:
             self.grads.clip_(c.max_grad_norm)
             self.optimizer.step()
             prio = sequence_priority(td.abs(), batch.mask, c.eta)
-            replay.update_priorities(batch.indices, prio)
+            if bool(torch.isfinite(prio).all()):  # else diverged: the trainer's check says so
+                replay.update_priorities(batch.indices, prio)
             self.num_grad_steps += 1
             if self.num_grad_steps % c.target_update_period == 0:
                 self.update_target()

@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marlgrid.agents.devices import check_device
-from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
+from marlgrid.agents.networks.config import (
+    GRADIENT_STEPS_WHY,
+    MAX_PASSES,
+    NetworkConfig,
+    check_learner_header,
+)
 from marlgrid.agents.optim import OPTIMIZERS
 from marlgrid.config import ConfigError, check_bool, check_choice, check_float, check_int
 
@@ -88,7 +93,8 @@ class DRQNConfig:
             check_float(f"{key}.{name}", getattr(self, name), 0.0, 1.0)
         for name in ("lr", "optimizer_eps", "max_grad_norm", "priority_eps", "alpha"):
             check_float(f"{key}.{name}", getattr(self, name), low=0.0, low_open=True)
-        for name in ("priority_alpha", "huber_delta", "rescale_eps", "apex_alpha"):
+        check_float(f"{key}.priority_alpha", self.priority_alpha, 0.0, 1.0)  # 0 uniform, 1 full
+        for name in ("huber_delta", "rescale_eps", "apex_alpha"):
             check_float(f"{key}.{name}", getattr(self, name), low=0.0)
         check_float(f"{key}.tau", self.tau, 0.0, 1.0, low_open=True)
         for name in ("n_step", "seq_len", "buffer_size", "batch_size", "train_freq",
@@ -96,8 +102,13 @@ class DRQNConfig:
             check_int(f"{key}.{name}", getattr(self, name), low=1)
         for name in ("max_sequences", "learning_starts", "refresh_every"):
             check_int(f"{key}.{name}", getattr(self, name), low=0)
-        check_int(f"{key}.burn_in", self.burn_in, 0, self.seq_len - 1)
-        check_int(f"{key}.overlap", self.overlap, 0, self.seq_len - 1)
+        held = f"{key}.buffer_size: a return cannot look past what the replay holds"
+        check_int(f"{key}.n_step", self.n_step, high=self.buffer_size, why=held)
+        for name in ("burn_in", "overlap"):
+            check_int(f"{key}.{name}", getattr(self, name), 0, self.seq_len - 1,
+                      why=f"{key}.seq_len - 1 with {key}.seq_len={self.seq_len}")  # fmt: skip
+        check_int(f"{key}.gradient_steps", self.gradient_steps, high=MAX_PASSES,
+                  why=GRADIENT_STEPS_WHY)  # fmt: skip
         check_choice(f"{key}.is_norm", self.is_norm, ("buffer", "batch"))
         check_choice(f"{key}.optimizer", self.optimizer, OPTIMIZERS)
         check_choice(f"{key}.exploration", self.exploration, EXPLORATIONS)

@@ -10,7 +10,12 @@ from marlgrid.agents.algorithms.chunking import check_chunking
 from marlgrid.agents.algorithms.imitation import check_teacher_id  # registers 'imitation'
 from marlgrid.agents.algorithms.losses import check_aux_losses
 from marlgrid.agents.devices import check_device
-from marlgrid.agents.networks.config import NetworkConfig, check_learner_header
+from marlgrid.agents.networks.config import (
+    EPOCHS_WHY,
+    MAX_PASSES,
+    NetworkConfig,
+    check_learner_header,
+)
 from marlgrid.agents.networks.registry import check_network_kind
 from marlgrid.config import check_bool, check_float, check_int
 
@@ -82,7 +87,7 @@ class PPOConfig:
             check_float(f"{key}.ent_coef_final", self.ent_coef_final, low=0.0)
         for name in ("anneal_lr", "norm_adv", "clip_vloss"):
             check_bool(f"{key}.{name}", getattr(self, name))
-        check_int(f"{key}.update_epochs", self.update_epochs, low=1)
+        check_int(f"{key}.update_epochs", self.update_epochs, 1, MAX_PASSES, why=EPOCHS_WHY)
         check_int(f"{key}.refresh_interval", self.refresh_interval, low=0)
         for name in ("kl_target", "kl_hard_limit"):
             if getattr(self, name) is not None:

@@ -63,7 +63,8 @@ class NetworkConfig:
             for size in sizes:
                 check_int(f"{key}.{name} entry", size, low=1)
         check_int(f"{key}.conv_kernel", self.conv_kernel, low=1)
-        check_int(f"{key}.conv_padding", self.conv_padding, low=0)
+        check_int(f"{key}.conv_padding", self.conv_padding, 0, self.conv_kernel - 1,
+                  why=f"{key}.conv_kernel - 1: wider padding only adds rows of zeros")  # fmt: skip
         check_int(f"{key}.embed_dim", self.embed_dim, low=1)
         check_choice(f"{key}.symbolic_encoder", self.symbolic_encoder, SYMBOLIC_ENCODERS)
         check_int(f"{key}.bag_dim", self.bag_dim, low=1)
@@ -72,6 +73,13 @@ class NetworkConfig:
         from marlgrid.agents.networks.registry import check_extra_heads
 
         check_extra_heads(self.extra_heads, f"{key}.extra_heads")
+
+
+#: passes over one batch per update (PPO epochs, BC epochs, DRQN gradient steps per iteration):
+#: published settings use 1-30; past this a run spends its time refitting one batch
+MAX_PASSES = 100
+EPOCHS_WHY = "passes over one batch; published PPO uses 3-30"
+GRADIENT_STEPS_WHY = "gradient steps per iteration; a replay ratio past this refits one replay"
 
 
 def check_learner_header(cfg: Any, key: str) -> None:

@@ -40,6 +40,7 @@ from numba import njit
 from torch import Tensor, nn
 
 from marlgrid.agents.networks.config import SYMBOLIC_ENCODERS, NetworkConfig
+from marlgrid.config import ConfigError
 
 
 def init_linear(layer: nn.Linear, gain: float) -> nn.Linear:
@@ -70,15 +71,18 @@ def _conv_stack(
     returns ``(module, number of output features)``."""
     k, pad = cfg.conv_kernel, cfg.conv_padding
     if k < 1 or pad < 0:
-        raise ValueError(f"conv_kernel must be >= 1 and conv_padding >= 0, got {k} and {pad}")
+        raise ConfigError(
+            f"network.conv_kernel must be >= 1 and network.conv_padding >= 0, got {k} and {pad}"
+        )
     layers: list[nn.Module] = []
     h, w = size
     for ch in channels:
         h, w = h + 2 * pad - k + 1, w + 2 * pad - k + 1
         if h < 1 or w < 1:
-            raise ValueError(
-                f"{len(channels)} conv layers of kernel {k} and padding {pad} shrink the "
-                f"{size[0]}x{size[1]} grid to nothing; use fewer layers or more padding"
+            raise ConfigError(
+                f"{len(channels)} conv layers of network.conv_kernel={k} and "
+                f"network.conv_padding={pad} shrink the {size[0]}x{size[1]} grid to nothing; "
+                "use fewer layers, a smaller kernel or more padding"
             )
         layers += [nn.Conv2d(in_ch, ch, k, padding=pad), nn.ReLU(inplace=True)]
         in_ch = ch

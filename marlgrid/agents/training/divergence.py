@@ -19,7 +19,7 @@ from marlgrid.config import ConfigError
 __all__ = ["TrainingDiverged", "check_finite", "modules_of"]
 
 #: config fields that set the size of a step, named in the error when the config has them
-STEP_SIZE_KEYS = ("lr", "max_grad_norm")
+STEP_SIZE_KEYS = ("lr", "lr_final", "max_grad_norm")
 
 
 class TrainingDiverged(ConfigError):
@@ -42,7 +42,9 @@ def check_finite(name: str, learner: Any, key: str, update: int) -> None:
             if not bool(torch.isfinite(p).all()):
                 cfg = getattr(learner, "cfg", None)
                 settings = ", ".join(
-                    f"{key}.{k}={getattr(cfg, k)!r}" for k in STEP_SIZE_KEYS if hasattr(cfg, k)
+                    f"{key}.{k}={getattr(cfg, k)!r}"
+                    for k in STEP_SIZE_KEYS
+                    if getattr(cfg, k, None) is not None
                 )
                 raise TrainingDiverged(
                     f"learner {name!r} diverged in update {update}: weight {attr}.{pname} is no "

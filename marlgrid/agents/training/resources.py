@@ -118,7 +118,7 @@ class _Use:
     grows: tuple[Growth, ...]  # the num_envs of each stream it plays in
     observation_space: spaces.Space
     action_space: spaces.Space
-    hidden: Growth  # its hidden_size, as its parameters grow with it (squared)
+    hidden: Growth  # its widest width (see _widest), as its parameters grow with it
 
     @property
     def per_sample(self) -> tuple[Growth, ...]:
@@ -135,6 +135,17 @@ class _Use:
 
 def _defaults(cfg: Any) -> Any:
     return type(cfg)()
+
+
+#: the widths a network's parameters grow with, and how (the memory core's squared)
+_WIDTHS = (("hidden_size", 2.0), ("bag_dim", 1.0), ("embed_dim", 1.0))
+
+
+def _widest(key: str, network: NetworkConfig) -> Growth:
+    """The width of ``network`` furthest above its default, as its parameters grow with it."""
+    d = NetworkConfig()
+    grows = [Growth(f"{key}.{n}", getattr(network, n), getattr(d, n), p) for n, p in _WIDTHS]
+    return max(grows, key=lambda g: g.value / g.default)
 
 
 def _network_needs(what: str, use: _Use, net: NetSize, copies: int) -> list[Need]:
@@ -298,8 +309,7 @@ def estimate_memory(cfg: TrainConfig, configs: Mapping[str, Any] | None = None) 
             grows=tuple(_num_envs(s) for s, _ in parts),
             observation_space=first.vec.single_observation_space(agents[0]),
             action_space=first.vec.single_action_space(agents[0]),
-            hidden=Growth(f"{key}.network.hidden_size", c.network.hidden_size,
-                          NetworkConfig().hidden_size, 2.0),
+            hidden=_widest(f"{key}.network", c.network),
         )  # fmt: skip
         heads = _HEADS.get(c.algo, lambda _: 2)(c)
         net = network_size(c.network, use.observation_space, use.action_space, heads)
