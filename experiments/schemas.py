@@ -17,13 +17,15 @@ settings are refused there, naming them).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from marlgrid.agents.training.train_config import TrainConfig
-from marlgrid.config import check_bool
+from marlgrid.config import ConfigError, check_bool
 
 #: free-form mappings of the train schema: a plain ``key.new=value`` adds an entry
 OPEN_KEYS = ("env.settings", "curriculum")
@@ -62,3 +64,26 @@ def check_bool_overrides(cfg: DictConfig, overrides: Sequence[str]) -> None:
             continue
         if isinstance(OmegaConf.select(cfg, key, default=None), bool):
             check_bool(key, value)
+
+
+def check_group_overrides(conf_dir: Path, overrides: Sequence[str]) -> None:
+    """Refuse an override of a config group (a folder of ``conf_dir``, e.g. ``curriculum``)
+    whose value is not the name of one of its files (``curriculum=3``): Hydra would fail with
+    a traceback. :class:`~marlgrid.config.ConfigError` names the group and its choices."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException:
+        return  # not an override Hydra can read: its own error says why
+    for override in parsed:
+        group = conf_dir / override.key_or_group
+        if override.is_delete() or override.key_or_group.startswith("hydra") or not group.is_dir():
+            continue
+        value: Any = override.value()
+        values = value if isinstance(value, list) else getattr(value, "list", [value])  # a,b
+        choices = sorted(p.stem for p in group.glob("*.yaml"))
+        for v in values:
+            if not isinstance(v, str) or (choices and v not in choices and "/" not in v):
+                raise ConfigError(
+                    f"{override.key_or_group}={v!r} is not one of the group's configs: "
+                    f"{', '.join(choices)}"
+                )

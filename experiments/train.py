@@ -54,7 +54,12 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.run_summary import run_summary, sweep_job_line
-from experiments.schemas import agent_schema, check_bool_overrides, train_schema
+from experiments.schemas import (
+    agent_schema,
+    check_bool_overrides,
+    check_group_overrides,
+    train_schema,
+)
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.training.callbacks import Callback
 from marlgrid.agents.training.checkpoint import CheckpointError
@@ -201,6 +206,10 @@ def cli() -> None:
     """The command line: :func:`main`; a sweep (``-m``) is held in a :class:`SweepStop`, so a
     signal to this process stops every job wherever the launcher runs it (each checkpoints),
     and the sweep exits 130 or 143 once they all have."""
+    try:
+        check_group_overrides(CONF_DIR, [a for a in sys.argv[1:] if not a.startswith("-")])
+    except ConfigError as exc:
+        sys.exit(f"error: {exc}")
     if not any(a in ("-m", "--multirun") or a == "hydra.mode=MULTIRUN" for a in sys.argv[1:]):
         main()
         return

@@ -247,3 +247,14 @@ def test_aggregate_skips_and_reports_a_non_numeric_cell_and_strict_refuses(tmp_p
     with pytest.raises(SystemExit) as stop:
         main([str(sweep), "--out", str(tmp_path / "strict"), "--strict"])
     assert stop.value.code == 1
+
+
+@pytest.mark.parametrize("value", ["3", "1.5", "true", "[1,2]", "typo", "penalty_anneal,7"])
+def test_a_config_group_given_what_is_not_one_of_its_configs_is_refused_naming_them(value):
+    from experiments.schemas import check_group_overrides
+    from marlgrid.config import ConfigError
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with pytest.raises(ConfigError, match="curriculum=.* penalty_anneal"):
+        check_group_overrides(conf, [f"curriculum={value}"])
+    check_group_overrides(conf, ["curriculum=penalty_anneal,none", "agent=drqn", "seed=3"])

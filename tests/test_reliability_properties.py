@@ -4,9 +4,10 @@ error that names the key, before any folder exists, or trains two updates within
 memory. Nothing in between: no traceback of another kind, no folder left by a refusal.
 
 Examples: ``MARLGRID_PROPERTY_EXAMPLES`` (default 150).
-Marked slow, and not yet passing: a survey of 1,176 values found sizes of 2**40 that reach
-torch's allocator, epoch/step counts of 2**40 that never finish, conv settings that raise
-ValueError at build and non-string curriculum group overrides (see the reliability issue's note).
+Marked slow. A survey of every target with 10 values (-1, 0, 3, 2**40, 1e30, nan, abc, [1,2],
+true, 1.5) found, and the settings' checks now refuse: sizes of 2**40 reaching torch's
+allocator, pass counts of 2**40 that never finish, conv settings failing at build, group
+overrides that are not names (``curriculum=3``).
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ class StopAfter(Callback):
 
 def _compose(overrides: list[str]) -> TrainConfig:
     import experiments.train  # noqa: F401  (registers the schema)
+    from experiments.schemas import check_group_overrides
 
+    check_group_overrides(ROOT / "conf", overrides)  # as the command line does first
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
         return OmegaConf.to_object(compose("train", overrides=overrides))
 

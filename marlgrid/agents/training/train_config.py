@@ -61,6 +61,10 @@ class LoggerConfig:
     progress: bool = True  # tqdm progress bar with steps/s and recent return
 
 
+#: the most torch CPU threads a run may ask for (torch itself overflows near 2**31)
+MAX_THREADS = 1024
+
+
 @dataclass
 class TrainConfig:
     """A whole training run."""
@@ -99,7 +103,8 @@ class TrainConfig:
         check_int("seed", self.seed, low=0, high=MAX_SEED)
         check_int("total_timesteps", self.total_timesteps, low=1)
         if self.iteration_steps is not None:
-            check_int("iteration_steps", self.iteration_steps, low=1)
+            check_int("iteration_steps", self.iteration_steps, 1, self.total_timesteps,
+                      why="total_timesteps: one iteration cannot outlast the run")  # fmt: skip
         check_int("checkpoint_every", self.checkpoint_every, low=1)
         if self.keep_checkpoints is not None:
             try:
@@ -109,7 +114,8 @@ class TrainConfig:
         check_int("eval_every", self.eval_every, low=0)
         check_int("eval_episodes", self.eval_episodes, low=1)
         check_int("video_every", self.video_every, low=0)
-        check_int("torch_threads", self.torch_threads, low=1)
+        check_int("torch_threads", self.torch_threads, 1, MAX_THREADS,
+                  why="threads past the cores only contend; machines here have 2")  # fmt: skip
         for key in ("video", "resume", "extend"):
             check_bool(key, getattr(self, key))
         for key in ("csv", "tensorboard", "progress"):
