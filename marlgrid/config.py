@@ -227,14 +227,14 @@ def check_int(
     name: str, value: Any, low: int | None = None, high: int | None = None, why: str = ""
 ) -> int:
     """``value`` as an int within ``[low, high]``; bools, floats and strings raise. ``why``
-    (e.g. ``"agent.seq_len - 1"``) says what a bound stands for, in the error."""
+    (e.g. ``"agent.seq_len - 1"``) says what the upper bound stands for, in the error."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if low is not None and value < low:
-        raise ConfigError(f"{name} must be >= {low}{why and f' ({why})'}, got {value}")
+        raise ConfigError(f"{name} must be >= {low}, got {value}")
     if high is not None and value > high:
-        raise ConfigError(f"{name} must be <= {high}{why and f' ({why})'}, got {value}")
+        raise ConfigError(f"{name} must be <= {high}, got {value}{why and f' ({why})'}")
     return value
 
 
