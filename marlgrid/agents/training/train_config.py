@@ -115,7 +115,7 @@ class TrainConfig:
         check_int("eval_episodes", self.eval_episodes, low=1)
         check_int("video_every", self.video_every, low=0)
         check_int("torch_threads", self.torch_threads, 1, MAX_THREADS,
-                  why="threads past the cores only contend; machines here have 2")  # fmt: skip
+                  why="threads past the CPU's cores only contend for them")  # fmt: skip
         for key in ("video", "resume", "extend"):
             check_bool(key, getattr(self, key))
         for key in ("csv", "tensorboard", "progress"):
