@@ -5,7 +5,8 @@ prints at the end of a single run.
   ended an episode) and the last greedy evaluation's (``eval/return``) where one was logged;
 - the env's scripted baselines measured now, :data:`BASELINE_EPISODES` episodes each at the
   run's env settings (:func:`experiments.plot_curves.scripted_baselines`: ``random`` in every
-  marlgrid env, ``oracle`` and ``discoverer`` in goal cycles);
+  marlgrid env, ``oracle`` and ``discoverer`` in goal cycles, the ``cue_reader`` oracle and the
+  memoryless ``cue_blind`` in the memory test), each with what it is in a few words;
 - where ``metrics.csv``, the TensorBoard events, the checkpoints and the video are;
 - the command that evaluates the run and the one that trains it on (``extend=true`` with twice
   the steps).
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.plot_curves import scripted_baselines
+from experiments.plot_curves import BASELINE_MEANINGS, scripted_baselines
 from marlgrid.agents.training.checkpoint import list_checkpoints
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.analysis.curves import CurveError, read_curve
@@ -30,8 +31,9 @@ __all__ = ["BASELINE_EPISODES", "LAST", "run_summary", "sweep_job_line"]
 
 #: updates the final return averages
 LAST = 10
-#: episodes each scripted baseline plays (a few seconds at most)
-BASELINE_EPISODES = 20
+#: episodes each scripted baseline plays (about 1-10 s in all; the memoryless T-maze baseline's
+#: 0.5 successes then carry a standard error of 0.07)
+BASELINE_EPISODES = 50
 RETURN, EVAL_RETURN = "charts/episodic_return", "eval/return"
 EXPERIMENTS = Path(__file__).resolve().parent
 #: task overrides the continue command sets itself
@@ -109,7 +111,11 @@ def _baselines(cfg: Any) -> str:
         drawn = scripted_baselines(cfg.env.id, dict(cfg.env.settings), BASELINE_EPISODES)
     except Exception as exc:  # the run is done: a failed measurement is reported, not raised
         return f"not measured ({type(exc).__name__}: {exc})"
-    values = ", ".join(f"{name} {value:.3f}" for name, value in drawn.items())
+    described = {name: BASELINE_MEANINGS.get(name) for name in drawn}
+    values = ", ".join(
+        f"{name} {value:.3f}" + (f" ({described[name]})" if described[name] else "")
+        for name, value in drawn.items()
+    )
     rules = ", not the curriculum's last stage" if cfg.curriculum else ""
     return (
         f"{values} (scripted, every agent playing it, {BASELINE_EPISODES} episodes each at the "

@@ -95,6 +95,9 @@ class MarlGridEnv(ParallelEnv):
     }
     #: Object types that no agent of this env ever sees (added to every agent's ``hide``).
     hidden_types: tuple[str, ...] = ()
+    #: Scripted policies (names in :data:`marlgrid.policies.POLICIES`) that know this env's
+    #: task: its oracle first, then the baselines a learner is read against.
+    task_policies: tuple[str, ...] = ()
 
     def __init__(
         self,

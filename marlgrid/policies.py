@@ -13,6 +13,10 @@ policy remembers, its random streams included, is kept per (engine, env, agent).
   order, learns the order from its own rewards and never tries a successor that what it knows
   rules out (:class:`CycleKnowledge`).
 
+Policies defined in other modules are registered here by path: ``follower``, ``goal_seeker``
+(single-goal rooms), ``reward_blind`` and ``play_safe`` (goal-cycle baselines), ``cue_reader``
+and ``cue_blind`` (the T-maze's oracle and memoryless baseline, :mod:`marlgrid.hallway_ends`).
+
 The oracle and the discoverer take ``epsilon``: with that probability, each step, the agent
 takes a uniformly random action instead (what it then enters still teaches the discoverer).
 """
@@ -452,6 +456,8 @@ POLICIES: dict[str, type[ScriptedPolicy] | str] = {
     "goal_seeker": "marlgrid.goal_seeker:GoalSeekerPolicy",
     "reward_blind": "marlgrid.baselines:RewardBlindPolicy",
     "play_safe": "marlgrid.baselines:PlaySafePolicy",
+    "cue_reader": "marlgrid.hallway_ends:CueReaderPolicy",
+    "cue_blind": "marlgrid.hallway_ends:CueBlindPolicy",
 }
 
 

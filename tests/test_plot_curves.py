@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from experiments.plot_curves import main  # noqa: E402
+from marlgrid.registry import REGISTRY  # noqa: E402
 
 
 @pytest.fixture
@@ -49,13 +50,26 @@ def test_a_good_run_is_plotted(run, tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().out
 
 
-def test_baselines_of_an_env_without_a_goal_cycle_are_random_only() -> None:
-    """The T-maze (the default task) has no tiles: the oracle cannot play it, so only the
-    random baseline is drawn (the command used to crash there)."""
+def test_every_env_has_baselines_and_those_that_know_its_task() -> None:
+    """Random everywhere; the T-maze (the default task) adds its cue-reading oracle and the
+    memoryless cue-blind walker, a goal cycle its oracle and discoverer, an env without a
+    scripted player of its task (Empty) random only (the command used to crash there)."""
     from experiments.plot_curves import scripted_baselines
 
-    drawn = scripted_baselines("MarlGrid-MemoryS7TMaze-v0", {}, episodes=3)
-    assert list(drawn) == ["random"]
+    tmaze = scripted_baselines("MarlGrid-MemoryS7TMaze-v0", {}, episodes=3)
+    assert list(tmaze) == ["random", "cue_reader", "cue_blind"]
+    assert tmaze["cue_reader"] > 0.9  # it succeeds in every episode
     cycle = scripted_baselines("MarlGrid-GoalCycle-7x7-v0", {"max_steps": 30}, episodes=2)
     assert list(cycle) == ["random", "oracle", "discoverer"]
     assert cycle["oracle"] > cycle["random"]
+    assert list(scripted_baselines("MarlGrid-DoorKey-8x8-v0", {}, episodes=2)) == ["random"]
+
+
+@pytest.mark.parametrize("env_id", sorted(REGISTRY))
+def test_the_baselines_of_every_registered_env_play_it_and_its_oracle_beats_random(env_id):
+    from experiments.plot_curves import scripted_baselines
+
+    drawn = scripted_baselines(env_id, {}, episodes=2)
+    assert list(drawn)[0] == "random"
+    if len(drawn) > 1:  # the env's oracle, the first of its own
+        assert list(drawn.values())[1] > drawn["random"], drawn

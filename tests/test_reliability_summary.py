@@ -58,7 +58,12 @@ def test_a_finished_run_ends_with_its_return_baselines_files_and_commands(tmp_pa
     _, evaluated = read_curve(run_dir, "eval/return")
     assert lines["eval return"].startswith(f"{evaluated[-1]:.3f} (greedy")
     # beside the scripted baselines of that env, measured now
-    assert re.match(r"random -?\d+\.\d{3} \(scripted, .*20 episodes each", lines["baselines"])
+    # (the T-maze's: random, the cue-reading oracle and the memoryless cue-blind walker)
+    drawn = dict(re.findall(r"(\w+) (-?\d+\.\d{3}) \(", lines["baselines"]))
+    assert list(drawn) == ["random", "cue_reader", "cue_blind"], lines["baselines"]
+    assert float(drawn["cue_reader"]) > float(drawn["cue_blind"]) > float(drawn["random"])
+    assert "(memoryless: always the top end)" in lines["baselines"]
+    assert "50 episodes each" in lines["baselines"]
     # where the run's files are
     assert (tmp_path / lines["metrics"]) == run_dir / "metrics.csv"
     assert (run_dir / "metrics.csv").is_file()

@@ -37,6 +37,8 @@ class ClutteredEnv(MarlGridEnv):
     ``MarlGrid-Cluttered-15x15-3Agents-v0``.
     """
 
+    task_policies = ("goal_seeker",)
+
     def __init__(
         self,
         size: int = 11,

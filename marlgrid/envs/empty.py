@@ -34,6 +34,8 @@ class EmptyEnv(MarlGridEnv):
     ``MarlGrid-Empty-8x8-v0`` (1 agent), ``MarlGrid-Empty-8x8-3Agents-v0``.
     """
 
+    task_policies = ("goal_seeker",)
+
     def __init__(self, size: int = 8, **kwargs: Any) -> None:
         size = square_size("EmptyEnv", size, kwargs)
         kwargs.setdefault("max_steps", 4 * size * size)

@@ -38,6 +38,8 @@ class FourRoomsEnv(MarlGridEnv):
     ``MarlGrid-FourRooms-v0`` (1 agent), ``MarlGrid-FourRooms-3Agents-v0``.
     """
 
+    task_policies = ("goal_seeker",)
+
     def __init__(self, size: int = 19, **kwargs: Any) -> None:
         size = square_size("FourRoomsEnv", size, kwargs)
         if size < 5:

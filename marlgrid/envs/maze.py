@@ -41,6 +41,8 @@ class MazeEnv(MarlGridEnv):
     ``MarlGrid-Maze-13x13-v0`` (1 agent), ``MarlGrid-Maze-13x13-3Agents-v0``.
     """
 
+    task_policies = ("goal_seeker",)
+
     def __init__(
         self,
         size: int = 13,

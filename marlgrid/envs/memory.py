@@ -61,6 +61,7 @@ class MemoryEnv(MarlGridEnv):
     """
 
     hidden_types = TASK_CELLS
+    task_policies = ("cue_reader", "cue_blind")
 
     def __init__(
         self,
