@@ -260,3 +260,53 @@ def test_the_estimate_counts_the_frozen_network_once_for_agents_that_share_it(tm
         return [n.what for n in needs if n.what.startswith("the frozen network")]
 
     assert len(frozen_networks(one)) == len(frozen_networks(both)) == 1
+
+
+# -- the estimate against what a run takes -----------------------------------------------------
+
+#: a run measured in a subprocess: peak RSS growth over building and training it, and the estimate
+_MEASURE = """
+import dataclasses, resource, sys, tempfile
+import torch
+torch.set_num_threads(1)
+from marlgrid.agents.algorithms.drqn import DRQNConfig
+from marlgrid.agents.algorithms.ppo import PPOConfig
+from marlgrid.agents.training.resources import estimate_memory
+from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer
+cfg = TrainConfig(
+    env=EnvConfig({env!r}, num_envs={num_envs}), agent={agent}, total_timesteps={steps},
+    checkpoint_every=1000, video=False, logger=LoggerConfig(tensorboard=False, progress=False))
+estimate = sum(n.nbytes for n in estimate_memory(cfg))
+# warm up: compiled kernels and libraries load in a 2-env run (they are not the run's data)
+small = dataclasses.replace(
+    cfg, env=EnvConfig({env!r}, num_envs=2), total_timesteps=2 * {steps} // {num_envs})
+Trainer(small, tempfile.mkdtemp() + "/warm").run()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+Trainer(cfg, tempfile.mkdtemp() + "/run").run()
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+print(estimate, grown)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "env,num_envs,agent,steps",
+    [
+        ("MarlGrid-GoalCycle-7x7-v0", 512, "PPOConfig(num_steps=64)", 3 * 512 * 64),
+        ("MarlGrid-GoalCycle-13x13-3Agents-v0", 256, "PPOConfig(num_steps=128)", 256 * 128),
+        # the replay fills (pages are touched as it is written) before the run ends
+        ("MarlGrid-Empty-8x8-v0", 64, "DRQNConfig(buffer_size=20_000, batch_size=256, "
+         "learning_starts=2_000)", 24_000),
+    ],
+    ids=["ppo-7x7", "ppo-13x13-3agents", "drqn-empty"],
+)  # fmt: skip
+def test_the_memory_estimate_covers_a_run_and_is_within_3x_of_it(env, num_envs, agent, steps):
+    code = _MEASURE.format(env=env, num_envs=num_envs, agent=agent, steps=steps)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    estimate, grown = map(float, out.stdout.split()[-2:])
+    print(f"estimate {estimate / 2**20:.0f} MiB, peak RSS growth {grown / 2**20:.0f} MiB")
+    assert grown <= estimate <= 3 * grown, (
+        f"estimate {estimate / 2**20:.0f} MiB, grown {grown / 2**20:.0f} MiB"
+    )
