@@ -1,0 +1,99 @@
+"""Goal-cycle runs evaluated frozen: return, correct entries and penalties per agent-episode.
+
+    python experiments/results/experts_eval.py runs/multirun/expert_recipe/seed_* \
+        --episodes 200 --seed 777 --rule penalty=1.5 --csv experiments/results/experts_eval.csv
+
+Each run's newest checkpoint plays ``--episodes`` fresh layouts (seeds from ``--seed``), its
+learners greedy and then sampled, under the rules the run's curriculum had reached with the
+``--rule`` overrides on top (the pass rule of ``experts.md`` plays at penalty 1.5 whatever stage
+a run ended at). One CSV row per run and mode: the means over every agent-episode and, beside
+each, the agents' own means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from marlgrid.agents.training.env_sources import make_env_source
+from marlgrid.agents.training.evaluation import acting_copies
+from marlgrid.agents.training.rollout import MultiAgentRollout
+from marlgrid.agents.training.saved_run import SavedRun
+from marlgrid.agents.training.social_observer import SocialObserver
+from marlgrid.config import ConfigError
+
+METRICS = ("return", "rewards", "penalties")
+
+
+def parse_rule(text: str) -> tuple[str, float]:
+    """``NAME=VALUE`` with a numeric value (the rules a goal-cycle expert is judged under)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not (name and sep):
+            raise ValueError(text)
+        return name, float(value)
+    except ValueError:
+        raise ConfigError(f"--rule takes NAME=NUMBER, got {text!r}") from None
+
+
+def episode_metrics(
+    run: Path, greedy: bool, episodes: int, seed: int, rules: dict[str, float]
+) -> dict[str, np.ndarray]:
+    """``(episodes, agents)`` arrays of :data:`METRICS` for the run's learners playing frozen."""
+    played = SavedRun(run).policies(greedy, rules)
+    vec = make_env_source(played.cfg.env.id, min(16, episodes), played.settings)
+    observer = SocialObserver(vec, experts=[])
+    rollout = MultiAgentRollout(
+        vec, acting_copies(played.groups, None), played.scripted, seed=seed, observers=[observer]
+    )
+    rows: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+    while sum(len(r) for r in rows["return"]) < episodes:
+        rollout.collect(16)
+        ended = observer.tracker.pop()
+        for m in METRICS:
+            rows[m].append(ended[m])
+    cols = played.learner_columns
+    return {m: np.concatenate(rows[m])[:episodes][:, cols] for m in METRICS}
+
+
+def summary_rows(
+    run: Path, episodes: int, seed: int, rules: dict[str, float]
+) -> list[dict[str, object]]:
+    """One row per mode (greedy, sampled): each metric's mean over agent-episodes and per agent."""
+    out = []
+    for mode in ("greedy", "sampled"):
+        values = episode_metrics(run, mode == "greedy", episodes, seed, rules)
+        row: dict[str, object] = {"run": str(run), "mode": mode, "episodes": episodes}
+        for m, arr in values.items():
+            row[m] = round(float(arr.mean()), 4)
+            row[f"{m}_per_agent"] = " ".join(f"{v:.3f}" for v in arr.mean(0))
+        out.append(row)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=777, help="first layout seed")
+    parser.add_argument("--rule", action="append", default=[], help="NAME=VALUE, repeatable")
+    parser.add_argument("--csv", type=Path)
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    rules = dict(parse_rule(r) for r in args.rule)
+    rows = [row for run in args.runs for row in summary_rows(run, args.episodes, args.seed, rules)]
+    for row in rows:
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

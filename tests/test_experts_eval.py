@@ -1,0 +1,84 @@
+"""``experiments/results/experts_eval.py``: a goal-cycle run played frozen under given rules,
+its return split into correct entries and penalties."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
+from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
+from marlgrid.agents.training.curriculum import ScheduleConfig  # noqa: E402
+from marlgrid.agents.training.trainer import (  # noqa: E402
+    EnvConfig,
+    LoggerConfig,
+    TrainConfig,
+    train,
+)
+from marlgrid.config import ConfigError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location(
+    "experts_eval", ROOT / "experiments" / "results" / "experts_eval.py"
+)
+experts_eval = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(experts_eval)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A tiny 3-agent goal-cycle run whose curriculum ends at penalty 0.25."""
+    torch.set_num_threads(1)
+    net = NetworkConfig(hidden_size=16, trunk_sizes=(16,), head_sizes=(8,), conv_channels=(4,))
+    cfg = TrainConfig(
+        env=EnvConfig(
+            "MarlGrid-GoalCycle-13x13-3Agents-v0",
+            num_envs=2,
+            settings={"size": 7, "max_steps": 30, "agent": {"extras": ["reward"]}},
+        ),
+        agent=PPOConfig(network=net, num_steps=8, chunk_len=4, num_minibatches=2, update_epochs=1),
+        total_timesteps=32,
+        curriculum={"penalty": ScheduleConfig(points=[[0, 0.0], [16, 0.25]])},
+        checkpoint_every=1,
+        video=False,
+        logger=LoggerConfig(tensorboard=False, progress=False),
+    )
+    root = tmp_path_factory.mktemp("experts_eval")
+    train(cfg, root / "run")
+    return root / "run"
+
+
+def test_the_return_is_the_correct_entries_less_the_penalty_paid_for_the_wrong_ones(run):
+    for penalty in (1.5, 4.0):
+        values = experts_eval.episode_metrics(run, False, 40, 777, {"penalty": penalty})
+        assert values["return"].shape == (40, 3)
+        assert values["penalties"].sum() > 0  # a barely trained policy enters wrong tiles
+        expected = values["rewards"] - penalty * values["penalties"]
+        assert abs(values["return"] - expected).max() < 1e-9
+
+
+def test_the_rule_override_wins_over_the_curriculum_stage(run):
+    free = experts_eval.episode_metrics(run, False, 40, 777, {"penalty": 0.0})
+    assert (free["return"] == free["rewards"]).all()  # wrong entries cost nothing at 0
+    staged = experts_eval.episode_metrics(run, False, 40, 777, {})  # the run's last stage: 0.25
+    expected = staged["rewards"] - 0.25 * staged["penalties"]
+    assert abs(staged["return"] - expected).max() < 1e-9
+
+
+def test_the_csv_has_a_greedy_and_a_sampled_row_per_run(run, tmp_path):
+    out = tmp_path / "eval.csv"
+    experts_eval.main([str(run), "--episodes", "16", "--rule", "penalty=1.5", "--csv", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert [r["mode"] for r in rows] == ["greedy", "sampled"]
+    assert all(len(r["return_per_agent"].split()) == 3 for r in rows)
+
+
+@pytest.mark.parametrize("bad", ["penalty", "penalty=high", "=1.5"])
+def test_a_bad_rule_is_refused_naming_it(bad):
+    with pytest.raises(ConfigError, match="NAME=NUMBER"):
+        experts_eval.parse_rule(bad)
