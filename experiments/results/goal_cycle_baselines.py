@@ -4,9 +4,11 @@ reward-blind navigation, the ideal discoverer and the oracle score, alone and be
     OMP_NUM_THREADS=1 python experiments/results/goal_cycle_baselines.py \
         --csv experiments/results/goal_cycle_baselines.csv
 
-Tasks: ``MarlGrid-GoalCycle-13x13-3Agents-v0`` (3 tiles, clutter 0.15, ghost mode) at 7x7 with
-100-step episodes (the small scale of the presets) and at 13x13 with 250 steps (full scale),
-each at penalty 1.5 (canonical) and 0. Conditions: ``all_agents`` (the three agents play the
+Tasks: ``MarlGrid-GoalCycle-13x13-3Agents-v0`` (3 tiles, or ``--n-goals``; clutter 0.15,
+ghost mode) at 7x7 with 100-step episodes (the small scale of the presets) and at 13x13 with
+250 steps (full scale), each at penalty 1.5 (canonical) and 0 (or ``--penalties``).
+4 tiles: ``--n-goals 4 --penalties 1.5 --csv experiments/results/goal_cycle_baselines_4tiles.csv``.
+Conditions: ``all_agents`` (the three agents play the
 policy; an episode's value is the mean over its agents) and ``beside_oracles`` (agent_0, the
 novice's slot, plays it beside two oracles; an episode's value is agent_0's). Every row plays
 the same ``--episodes`` fresh layouts (env ``i`` seeded ``--seed + i``), all at once in one
@@ -15,7 +17,8 @@ batch. Per episode: the return, the tile entries that paid (``rewards``) and the
 95% interval over episodes.
 ``expected_return`` is what the entries counted imply for the two reward-blind policies:
 ``play_safe`` scores its first tile (1 where it reached one), ``reward_blind`` 1 for the first
-tile plus ``0.5 + (1 - penalty) / 4`` for every later entry (see :mod:`marlgrid.baselines`).
+tile plus ``0.5 + (1 - penalty) / 4`` for every later entry with 3 tiles (see
+:mod:`marlgrid.baselines`).
 """
 
 from __future__ import annotations
@@ -63,11 +66,20 @@ FIELDS = [
 
 
 def play(
-    size: int, max_steps: int, penalty: float, players: list[str], episodes: int, seed: int
+    size: int,
+    max_steps: int,
+    penalty: float,
+    players: list[str],
+    episodes: int,
+    seed: int,
+    n_goals: int = 3,
 ) -> dict[str, np.ndarray]:
-    """One episode in each of ``episodes`` envs with agent ``k`` playing ``players[k]``:
-    per-agent arrays ``(episodes, 3)`` of returns and of paid and wrong tile entries."""
-    vec = marlgrid.make_vec(ENV_ID, episodes, size=size, max_steps=max_steps, penalty=penalty)
+    """One episode in each of ``episodes`` envs of ``n_goals`` tiles with agent ``k`` playing
+    ``players[k]``: per-agent arrays ``(episodes, 3)`` of returns and of paid and wrong tile
+    entries."""
+    vec = marlgrid.make_vec(
+        ENV_ID, episodes, size=size, max_steps=max_steps, penalty=penalty, n_goals=n_goals
+    )
     policies = [make_policy(name, seed=seed + 7919 * k) for k, name in enumerate(players)]
     vec.reset(seed=seed)
     engine = vec.engine  # stepped directly: no autoreset, so the last step's entries count too
@@ -91,24 +103,25 @@ def play(
     return {"return": returns, "rewards": paid, "penalties": wrong}
 
 
-def expected_return(policy: str, entries: np.ndarray, penalty: float) -> float:
-    """What the entries counted imply for a reward-blind policy (NaN for the others)."""
+def expected_return(policy: str, entries: np.ndarray, penalty: float, n_goals: int = 3) -> float:
+    """What the entries counted imply for a reward-blind policy (NaN for the others, and for
+    ``reward_blind`` with other than 3 tiles, where the formula below does not hold)."""
     if policy == "play_safe":
         return float(np.mean(entries > 0))
-    if policy == "reward_blind":
+    if policy == "reward_blind" and n_goals == 3:
         later = np.maximum(entries - 1, 0)
         return float(np.mean((entries > 0) + later * (0.5 + (1 - penalty) / 4)))
     return float("nan")
 
 
 def row(size: int, max_steps: int, penalty: float, condition: str, policy: str,
-        episodes: int, seed: int) -> dict[str, object]:  # fmt: skip
+        episodes: int, seed: int, n_goals: int = 3) -> dict[str, object]:  # fmt: skip
     players = [policy] * 3 if condition == "all_agents" else [policy, "oracle", "oracle"]
-    found = play(size, max_steps, penalty, players, episodes, seed)
+    found = play(size, max_steps, penalty, players, episodes, seed, n_goals)
     out: dict[str, object] = {
         "size": size,
         "max_steps": max_steps,
-        "n_goals": 3,
+        "n_goals": n_goals,
         "penalty": penalty,
         "condition": condition,
         "policy": policy,
@@ -120,7 +133,7 @@ def row(size: int, max_steps: int, penalty: float, condition: str, policy: str,
         low, high = t_interval(per_episode)
         out |= {f"{key}_mean": per_episode.mean(), f"{key}_low": low, f"{key}_high": high}
     entries = (found["rewards"] + found["penalties"])[:, agents]
-    out["expected_return"] = expected_return(policy, entries.ravel(), penalty)
+    out["expected_return"] = expected_return(policy, entries.ravel(), penalty, n_goals)
     return out
 
 
@@ -129,18 +142,23 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200, help="fresh layouts per row")
     parser.add_argument("--seed", type=int, default=2024, help="env i is seeded seed + i")
     parser.add_argument("--csv", type=Path, default=Path(__file__).with_suffix(".csv"))
+    parser.add_argument("--n-goals", type=int, default=3, help="tiles per map (4: transfer)")
+    parser.add_argument(
+        "--penalties", type=float, nargs="+", default=list(PENALTIES), help="penalties played"
+    )
     args = parser.parse_args()
     rows = []
     for size, max_steps in SCALES:
-        for penalty in PENALTIES:
+        for penalty in args.penalties:
             for condition in CONDITIONS:
                 for policy in POLICIES:
                     start = time.perf_counter()
                     rows.append(row(size, max_steps, penalty, condition, policy,
-                                    args.episodes, args.seed))  # fmt: skip
+                                    args.episodes, args.seed, args.n_goals))  # fmt: skip
                     r = rows[-1]
                     print(
-                        f"{size}x{size} {max_steps} steps, penalty {penalty}, {condition:14} "
+                        f"{size}x{size} {max_steps} steps, {args.n_goals} tiles, "
+                        f"penalty {penalty}, {condition:14} "
                         f"{policy:12} return {r['return_mean']:6.2f} "
                         f"[{r['return_low']:6.2f}, {r['return_high']:6.2f}] rewards "
                         f"{r['rewards_mean']:5.2f} penalties {r['penalties_mean']:5.2f} "
