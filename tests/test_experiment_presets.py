@@ -4,8 +4,9 @@ Every preset composes at both scales (``scale=full``, the default, and ``scale=s
 task, roles, learners, curriculum and run length its header states, and trains a couple of
 updates with tiny overrides. Presets that play trained experts get a checkpoint made here by the
 expert preset itself (one tiny run each). On goal cycles every agent sees its last reward
-(``extras: [reward]``) and experts beside a novice wear prestige colours; a library expert
-trained without extras still plays beside such a novice.
+(``extras: [reward]``; the expert recipe's learners also their last action) and experts beside
+a novice wear prestige colours; a library expert trained without extras still plays beside such
+a novice.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -58,7 +60,13 @@ RUN = {
     "novice": ((2_000_000, None), (200_000, None)),
     "clutter": ((1_000_000, None), (200_000, None)),
     "refresh": ((1_000_000, None), (200_000, None)),
+    "recipe": ((8_000_000, None), (3_000_000, None)),
 }
+#: full scale, small scale: the expert recipe's penalty anneal (0, held, then linear to 1.5)
+RECIPE_ANNEAL = (
+    [[0, 0.0], [800_000, 0.0], [5_300_000, 1.5]],
+    [[0, 0.0], [300_000, 0.0], [2_000_000, 1.5]],
+)
 
 SOLO = {"agent_0": "main"}
 
@@ -76,6 +84,8 @@ class Expected:
     blind: bool = False  # agent_0 cannot see the tiles
     prestige: bool = False  # the experts (agent_1, agent_2) in prestige colours
     experts: str | None = None  # the expert preset whose checkpoint it plays
+    anneal_points: tuple[list, list] | None = None  # (full, small) points of another anneal
+    extras: tuple[str, ...] = ("reward",)  # what goal-cycle agents see beside their view
 
 
 EXPECTED = {
@@ -83,6 +93,17 @@ EXPECTED = {
     "expert_curriculum_shared": Expected(CANON_3, SHARED, anneal=True, run="expert"),
     "expert_fixed_penalty": Expected(CANON_3, SEPARATE, run="expert"),
     "expert_fixed_penalty_shared": Expected(CANON_3, SHARED, run="expert"),
+    "goal_cycle_expert": Expected(
+        CANON_3,
+        SHARED,
+        anneal=True,
+        run="recipe",
+        anneal_points=RECIPE_ANNEAL,
+        extras=("reward", "action"),
+    ),
+    "goal_cycle_expert_fixed_penalty": Expected(
+        CANON_3, SHARED, run="recipe", extras=("reward", "action")
+    ),
     "solo_novice": Expected(CANON_1),
     "blind_solo_novice": Expected(CANON_1, blind=True),
     "novice_with_experts": Expected(CANON_3, scripted=ORACLES, prestige=True),
@@ -171,7 +192,8 @@ def test_header_launch_commands_sweep_seeds_at_both_scales_and_compose(preset):
     commands = _documented_commands(preset)
     scales = set()
     for args in commands:
-        assert args[:2] == ["-m", f"experiment={preset}"] and "seed=0,1,2" in args, args
+        seeds = [a.split("=", 1)[1].split(",") for a in args if a.startswith("seed=")]
+        assert args[:2] == ["-m", f"experiment={preset}"] and len(seeds[0]) >= 3, args
         scales.add("small" if "scale=small" in args else "full")
         cfg = _compose([a for a in args if a != "-m" and not a.startswith("seed=")])
         assert cfg.name == preset
@@ -213,7 +235,10 @@ def test_preset_composes_into_its_task(preset, scale):
         assert cfg.learners[name] == cfg.agent
     if spec.anneal:
         assert cfg.curriculum["penalty"].mode == "linear"
-        assert cfg.curriculum["penalty"].points == [[0, 0.0], [anneal_end, 1.5]]
+        points = [[0, 0.0], [anneal_end, 1.5]]
+        if spec.anneal_points:
+            points = spec.anneal_points[small]
+        assert cfg.curriculum["penalty"].points == points
     else:
         assert cfg.curriculum == {}
     # the env as built: size, penalty, per-agent sight and colours
@@ -229,7 +254,7 @@ def test_preset_composes_into_its_task(preset, scale):
     assert colors == (["red", "prestige", "prestige"] if spec.prestige else defaults)
     # goal cycles: every agent sees its last reward (the tiles look alike); the cluttered room
     # (one reward, at the end) keeps the bare view
-    reward = ("reward",) if "GoalCycle" in spec.env else ()
+    reward = spec.extras if "GoalCycle" in spec.env else ()
     assert [a.extras for a in env.agent_configs] == [reward] * len(colors)
     if "GoalCycle-13x13" in spec.env:  # the canonical view survives the per-agent settings
         assert {(a.view_size, a.view_offset) for a in env.agent_configs} == {(7, 1)}
@@ -373,9 +398,11 @@ def test_preset_trains_a_couple_of_updates(preset, tmp_path, expert_checkpoint):
     assert [int(r["step"]) for r in rows] == [32, 64]
     payload = load_checkpoint(_newest(run_dir))
     assert sorted(payload["learners"]) == sorted(set(spec.trained.values()))
-    if spec.anneal:  # the penalty new episodes started with: 1.5 * step / 200k, small scale
+    if spec.anneal:  # the penalty new episodes started with, from the small-scale anneal
+        points = spec.anneal_points[1] if spec.anneal_points else [[0, 0.0], [200_000, 1.5]]
+        steps, values = zip(*points, strict=True)
         assert [float(r["curriculum/penalty"]) for r in rows] == pytest.approx(
-            [0.0, 1.5 * 32 / 200_000]
+            [float(np.interp(step, steps, values)) for step in (0, 32)]
         )
     else:
         assert "curriculum/penalty" not in rows[0]
