@@ -10,6 +10,9 @@
   mean rewards and penalties per agent-episode over seeds (from ``experts_rewards_runs.csv`` and
   ``experts_penalties_runs.csv``) and the correct share of entries, rewards / (rewards +
   penalties).
+- ``experts_pass_rule.csv`` (for ``experts.md``): the experts issue's thresholds, a factor times
+  the discoverer's return at penalty 1.5 (``goal_cycle_baselines.csv`` and its 4-tile sibling),
+  beside the reward-blind cycler's return in the same setup.
 """
 
 from __future__ import annotations
@@ -67,9 +70,31 @@ def experts_correct_share() -> None:
     write(RESULTS / "social" / "experts_correct_share.csv", header, out)
 
 
+# (size, max_steps, n_goals, factor): the experts issue's acceptances 1-3.
+EXPERT_THRESHOLDS = ((7, 100, 3, 0.8), (13, 250, 3, 0.6), (7, 100, 4, 0.7), (13, 250, 4, 0.7))
+
+
+def experts_pass_rule() -> None:
+    returns: dict[tuple[str, str, str, str], float] = {}
+    for name in ("goal_cycle_baselines.csv", "goal_cycle_baselines_4tiles.csv"):
+        for row in read(RESULTS / name):
+            if row["condition"] == "all_agents" and float(row["penalty"]) == 1.5:
+                key = (row["size"], row["max_steps"], row["n_goals"], row["policy"])
+                returns[key] = float(row["return_mean"])
+    out = []
+    for size, steps, goals, factor in EXPERT_THRESHOLDS:
+        task = (str(size), str(steps), str(goals))
+        discoverer = returns[(*task, "discoverer")]
+        out.append([*task, discoverer, factor, round(factor * discoverer, 4),
+                    returns[(*task, "reward_blind")]])  # fmt: skip
+    header = ("size", "max_steps", "n_goals", "discoverer", "factor", "threshold", "reward_blind")
+    write(RESULTS / "experts_pass_rule.csv", header, out)
+
+
 def main() -> None:
     popgym_by_memory()
     experts_correct_share()
+    experts_pass_rule()
 
 
 if __name__ == "__main__":
