@@ -246,3 +246,36 @@ def test_write_run_config_replaces_the_file(tmp_path):
     write_run_config(tmp_path, TrainConfig(total_timesteps=20))  # extend=true rewrites it
     assert json.loads(first.read_text())["total_timesteps"] == 20
     assert [p.name for p in tmp_path.iterdir()] == [CONFIG_FILE]
+
+
+def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path):
+    from marlgrid.agents.training.checkpoint import export_policies
+
+    run_dir = runs["run"]
+    exported = export_policies(SavedRun(run_dir).checkpoint, tmp_path / "expert.pt")
+    alone = SavedRun(exported)
+    assert alone.checkpoint == exported
+    cfg = alone.train_config
+    assert cfg.env == runs["cfg"].env and cfg.seed == 3
+    assert cfg.curriculum["penalty"].points == runs["cfg"].curriculum["penalty"].points
+    assert {a: r.kind for a, r in cfg.roles.items()} == {
+        "agent_0": "frozen",
+        "agent_1": "learner",
+        "agent_2": "scripted",
+    }
+    policies = alone.policies(greedy=True, rules={"penalty": 1.5})
+    played = SavedRun(run_dir).policies(greedy=True, rules={"penalty": 1.5})
+    assert policies.stage == played.stage == {"penalty": 1.5}
+    mine = next(g for g in policies.groups if g.agents == ["agent_1"]).learner.net.state_dict()
+    theirs = next(g for g in played.groups if g.agents == ["agent_1"]).learner.net.state_dict()
+    assert all(torch.equal(v, theirs[k]) for k, v in mine.items())
+    np.testing.assert_array_equal(
+        policies.evaluate(episodes=3, seed=0, num_envs=2),
+        played.evaluate(episodes=3, seed=0, num_envs=2),
+    )
+    # a plain checkpoint file outside a run is still refused, naming the folder
+    stray = tmp_path / "stray" / "x" / "ckpt.pt"
+    stray.parent.mkdir(parents=True)
+    shutil.copy(SavedRun(run_dir).checkpoint, stray)
+    with pytest.raises(SavedRunError, match="holds neither config.json"):
+        SavedRun(stray).config  # noqa: B018

@@ -3,11 +3,11 @@
     python experiments/results/experts_eval.py runs/multirun/expert_recipe/seed_* \
         --episodes 200 --seed 777 --rule penalty=1.5 --csv experiments/results/experts_eval.csv
 
-Each run's newest checkpoint plays ``--episodes`` fresh layouts (seeds from ``--seed``), its
-learners greedy and then sampled, under the rules the run's curriculum had reached with the
-``--rule`` overrides on top (the pass rule of ``experts.md`` plays at penalty 1.5 whatever stage
-a run ended at). One CSV row per run and mode: the means over every agent-episode and, beside
-each, the agents' own means.
+Each run's newest checkpoint, or an exported expert file (``experiments/experts/*.pt``), plays
+``--episodes`` fresh layouts (seeds from ``--seed``), its learners greedy and then sampled, under
+the rules the run's curriculum had reached with the ``--rule`` overrides on top (the pass rule of
+``experts.md`` plays at penalty 1.5 whatever stage a run ended at). One CSV row per run and mode:
+the means over every agent-episode and, beside each, the agents' own means.
 """
 
 from __future__ import annotations

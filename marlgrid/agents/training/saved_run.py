@@ -196,7 +196,10 @@ def _learner(value: Any, key: str) -> Any:
 
 class SavedRun:
     """A training run directory on disk, or one checkpoint file of one (``<run>/checkpoints/
-    ckpt_*.pt``: then :attr:`checkpoint` is that file).
+    ckpt_*.pt``: then :attr:`checkpoint` is that file), or an exported expert file
+    (:func:`~marlgrid.agents.training.checkpoint.export_policies`, e.g. ``experiments/experts/
+    *.pt``) outside any run: its config is then the identity the file carries (env, learners,
+    roles, curriculum), enough to play it but not to resume it.
 
     Raises :class:`SavedRunError` naming ``target`` when it is neither; the config and the
     checkpoints are read when first asked for (a run without them says so then).
@@ -231,7 +234,11 @@ class SavedRun:
     @cached_property
     def config(self) -> dict[str, Any]:
         """The run's resolved config as plain data (read once); relative frozen-role
-        checkpoints made absolute against the run's :func:`launch_dir`."""
+        checkpoints made absolute against the run's :func:`launch_dir`; for an exported expert
+        file outside a run, the identity it carries."""
+        exported = self._exported_identity()
+        if exported is not None:
+            return exported
         self.config_file  # noqa: B018  (raises naming the run when it has no config)
         try:
             data = read_config(self.path)
@@ -240,13 +247,30 @@ class SavedRun:
         base = launch_dir(self.path)
         return (data or {}) if base is None else absolute_checkpoints(data or {}, base)
 
+    def _exported_identity(self) -> dict[str, Any] | None:
+        """The identity of an exported expert file given outside a run directory (None for a
+        run, a run's checkpoint, or a file that is not an export)."""
+        if self._checkpoint is None or config_path(self.path) is not None:
+            return None
+        from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint
+
+        try:
+            payload = load_checkpoint(self._checkpoint)
+        except CheckpointError as exc:
+            raise SavedRunError(str(exc)) from None
+        if "exported_from" not in payload:
+            return None
+        return dict(payload.get("identity") or {})
+
     @property
     def train_config(self) -> TrainConfig:
         """The :class:`TrainConfig` the run trained with (a new object on every access)."""
+        config = self.config
         try:
-            return train_config_from_data(self.config)
+            return train_config_from_data(config)
         except SavedRunError as exc:
-            raise SavedRunError(f"{self.config_file}: {exc}") from None
+            source = self._checkpoint if self._exported_identity() is not None else None
+            raise SavedRunError(f"{source or self.config_file}: {exc}") from None
 
     # -- checkpoints and metrics ---------------------------------------------------------------
 
