@@ -82,3 +82,28 @@ def test_the_csv_has_a_greedy_and_a_sampled_row_per_run(run, tmp_path):
 def test_a_bad_rule_is_refused_naming_it(bad):
     with pytest.raises(ConfigError, match="NAME=NUMBER"):
         experts_eval.parse_rule(bad)
+
+
+def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "experts_plot", ROOT / "experiments" / "results" / "experts_plot.py"
+    )
+    experts_plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(experts_plot)
+    header = "condition,step,n,mean,mean_ci_low,mean_ci_high,iqm,iqm_ci_low,iqm_ci_high\n"
+    rows = "".join(
+        f"{c},{s},2,{v},{v - 1},{v + 1},{v},nan,nan\n"
+        for c in experts_plot.ARMS
+        for s, v in ((0, 0.5), (1000, 2.0))
+    )
+    for stem in experts_plot.PANELS:
+        (tmp_path / f"experts_train_{stem}_curves.csv").write_text(header + rows)
+    baselines = ROOT / "experiments" / "results" / "goal_cycle_baselines.csv"
+    (tmp_path / "goal_cycle_baselines.csv").write_text(baselines.read_text())
+    found = experts_plot.baselines(tmp_path / "goal_cycle_baselines.csv")
+    assert set(found) == set(experts_plot.BASELINES)
+    assert found["discoverer"] == pytest.approx(17.1667) and found["play_safe"] == 1.0
+    curves = experts_plot.read_curves(tmp_path / "experts_train_rewards_curves.csv")
+    assert curves["name=goal_cycle_expert"] == [(0.0, 0.5, -0.5, 1.5), (1000.0, 2.0, 1.0, 3.0)]
+    out = experts_plot.plot(tmp_path, tmp_path / "fig.png")
+    assert out.stat().st_size > 10_000
