@@ -13,7 +13,6 @@ the means over every agent-episode and, beside each, the agents' own means.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout
 from marlgrid.agents.training.saved_run import SavedRun
 from marlgrid.agents.training.social_observer import SocialObserver
+from marlgrid.analysis.report import show_and_write_rows
 from marlgrid.config import ConfigError
 
 METRICS = ("return", "rewards", "penalties")
@@ -86,13 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
     rules = dict(parse_rule(r) for r in args.rule)
     rows = [row for run in args.runs for row in summary_rows(run, args.episodes, args.seed, rules)]
-    for row in rows:
-        print("  ".join(f"{k}={v}" for k, v in row.items()))
-    if args.csv:
-        with args.csv.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    show_and_write_rows(rows, args.csv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ costs the penalty).
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 import marlgrid
 from marlgrid.agents.training.evaluation import GroupPolicy
 from marlgrid.agents.training.saved_run import SavedRun
+from marlgrid.analysis.report import show_and_write_rows
 from marlgrid.policies import make_policy, scripted_action
 
 AGENT = "agent_0"
@@ -106,17 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.scripted:
         policies = {a: make_policy(name, 7) for a in env.possible_agents}
         rows.append(summarize(name, [episode_entries(env, None, policies, s) for s in seeds]))
-    for row in rows:
-        print(
-            "  ".join(
-                f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
-            )
-        )
-    if args.csv:
-        with args.csv.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    show_and_write_rows(rows, args.csv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,6 +233,22 @@ def write_runs_csv(path: Path, rows: Sequence[FinalRow]) -> None:
                     "" if step is None else "never" if not math.isfinite(step) else f"{step:.0f}"
                 )
                 writer.writerow([row.label, seed, str(run), float(value), shown])
+
+
+def show_and_write_rows(rows: Sequence[Mapping[str, object]], path: Path | None = None) -> None:
+    """Print each row as ``key=value`` pairs (floats to 3 decimals) and, given ``path``, write the
+    rows there as CSV at full precision (the first row's keys are the header)."""
+    for row in rows:
+        print(
+            "  ".join(
+                f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+            )
+        )
+    if path is not None and rows:
+        with Path(path).open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def write_welch_csv(path: Path, results: Sequence[WelchResult]) -> None:
