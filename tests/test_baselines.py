@@ -247,3 +247,21 @@ def test_reward_blind_ignores_rewards():
             cells.append(tuple(env.engine.pos[0, 0].tolist()))
         walks.append(cells)
     assert walks[0] == walks[1]
+
+
+def test_the_baselines_script_plays_alone_in_the_one_agent_env():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "experiments/results/goal_cycle_baselines.py"
+    spec = importlib.util.spec_from_file_location("goal_cycle_baselines", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    alone = script.row(7, 40, 1.5, "alone", "oracle", episodes=4, seed=3)
+    assert alone["condition"] == "alone" and alone["penalties_mean"] == 0.0
+    assert alone["return_mean"] == alone["rewards_mean"] > 0  # the oracle never pays a penalty
+    found = script.play(7, 40, 1.5, ["play_safe"], episodes=4, seed=3)
+    assert found["return"].shape == (4, 1)  # one agent: the one-agent env
+    np.testing.assert_array_equal(found["rewards"], 1.0)  # play safe: one tile each episode
+    beside = script.play(7, 40, 1.5, ["play_safe", "oracle", "oracle"], episodes=4, seed=3)
+    assert beside["return"].shape == (4, 3)

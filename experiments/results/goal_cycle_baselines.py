@@ -10,7 +10,10 @@ ghost mode) at 7x7 with 100-step episodes (the small scale of the presets) and a
 4 tiles: ``--n-goals 4 --penalties 1.5 --csv experiments/results/goal_cycle_baselines_4tiles.csv``.
 Conditions: ``all_agents`` (the three agents play the
 policy; an episode's value is the mean over its agents) and ``beside_oracles`` (agent_0, the
-novice's slot, plays it beside two oracles; an episode's value is agent_0's). Every row plays
+novice's slot, plays it beside two oracles; an episode's value is agent_0's); with
+``--conditions alone``, ``alone`` (one agent in ``MarlGrid-GoalCycle-13x13-v0``, the solo
+novice's setup: ``--conditions alone --csv experiments/results/goal_cycle_baselines_alone.csv``).
+Every row plays
 the same ``--episodes`` fresh layouts (env ``i`` seeded ``--seed + i``), all at once in one
 batch. Per episode: the return, the tile entries that paid (``rewards``) and the wrong ones
 (``penalties``: each costs the penalty, nothing at penalty 0); each as a mean with a Student-t
@@ -39,11 +42,15 @@ from marlgrid.constants import CYCLE_TILE  # noqa: E402
 from marlgrid.policies import make_policy  # noqa: E402
 
 ENV_ID = "MarlGrid-GoalCycle-13x13-3Agents-v0"
+#: the same task with one agent, for the ``alone`` condition (a solo novice's setup)
+SOLO_ENV_ID = "MarlGrid-GoalCycle-13x13-v0"
 POLICIES = ("random", "play_safe", "reward_blind", "discoverer", "oracle")
 #: (map side, episode length): the presets' small and full scales
 SCALES = ((7, 100), (13, 250))
 PENALTIES = (1.5, 0.0)
 CONDITIONS = ("all_agents", "beside_oracles")
+#: every condition ``--conditions`` takes (``alone``: one agent in the one-agent env)
+ALL_CONDITIONS = (*CONDITIONS, "alone")
 FIELDS = [
     "size",
     "max_steps",
@@ -75,10 +82,11 @@ def play(
     n_goals: int = 3,
 ) -> dict[str, np.ndarray]:
     """One episode in each of ``episodes`` envs of ``n_goals`` tiles with agent ``k`` playing
-    ``players[k]``: per-agent arrays ``(episodes, 3)`` of returns and of paid and wrong tile
-    entries."""
+    ``players[k]`` (one player: the one-agent env): per-agent arrays ``(episodes, agents)`` of
+    returns and of paid and wrong tile entries."""
+    env_id = SOLO_ENV_ID if len(players) == 1 else ENV_ID
     vec = marlgrid.make_vec(
-        ENV_ID, episodes, size=size, max_steps=max_steps, penalty=penalty, n_goals=n_goals
+        env_id, episodes, size=size, max_steps=max_steps, penalty=penalty, n_goals=n_goals
     )
     policies = [make_policy(name, seed=seed + 7919 * k) for k, name in enumerate(players)]
     vec.reset(seed=seed)
@@ -116,7 +124,8 @@ def expected_return(policy: str, entries: np.ndarray, penalty: float, n_goals: i
 
 def row(size: int, max_steps: int, penalty: float, condition: str, policy: str,
         episodes: int, seed: int, n_goals: int = 3) -> dict[str, object]:  # fmt: skip
-    players = [policy] * 3 if condition == "all_agents" else [policy, "oracle", "oracle"]
+    players = {"all_agents": [policy] * 3, "beside_oracles": [policy, "oracle", "oracle"],
+               "alone": [policy]}[condition]  # fmt: skip
     found = play(size, max_steps, penalty, players, episodes, seed, n_goals)
     out: dict[str, object] = {
         "size": size,
@@ -146,11 +155,15 @@ def main() -> None:
     parser.add_argument(
         "--penalties", type=float, nargs="+", default=list(PENALTIES), help="penalties played"
     )
+    parser.add_argument(
+        "--conditions", nargs="+", default=list(CONDITIONS), choices=ALL_CONDITIONS,
+        help="who plays (alone: one agent in the one-agent env)",
+    )  # fmt: skip
     args = parser.parse_args()
     rows = []
     for size, max_steps in SCALES:
         for penalty in args.penalties:
-            for condition in CONDITIONS:
+            for condition in args.conditions:
                 for policy in POLICIES:
                     start = time.perf_counter()
                     rows.append(row(size, max_steps, penalty, condition, policy,
