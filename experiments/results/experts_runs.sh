@@ -3,7 +3,8 @@
 #
 #   bash experiments/results/experts_runs.sh                  # part 1: recipe and control, seeds 1-5
 #   bash experiments/results/experts_runs.sh recipe:1 control:1   # some runs only (ARM:SEED)
-#   PART=2 bash experiments/results/experts_runs.sh           # part 2: 13x13 seed 1, 4 tiles seeds 1-2
+#   PART=2 bash experiments/results/experts_runs.sh   # part 2: 13x13 seed 1, 4 tiles seeds 1-2,
+#                                                     # a novice beside trained experts / oracles
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate, plot
 #
@@ -26,13 +27,20 @@ declare -A ARMS=(
   [control]="experiment=goal_cycle_expert_fixed_penalty scale=small"
   [canonical]="experiment=goal_cycle_expert"
   [tiles4]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"
+  [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
+agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
+'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
+'roles.agent_2.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed1.pt\"'"
+  [novice_oracles]="experiment=novice_with_experts agent=ppo_lstm_expert scale=small \
+'env.settings.agent.extras=[reward,action]' total_timesteps=1500000"
 )
 declare -A DIRS=(
   [recipe]=goal_cycle_expert [control]=goal_cycle_expert_fixed_penalty
   [canonical]=goal_cycle_expert_13x13 [tiles4]=goal_cycle_expert_4tiles
+  [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 if [[ ${PART:-1} == 2 ]]; then
-  DEFAULT=(canonical:1 tiles4:1 tiles4:2)
+  DEFAULT=(canonical:1 tiles4:1 tiles4:2 novice_trained:1 novice_oracles:1)
 else  # the plan's order: recipe seeds first, controls after
   DEFAULT=(recipe:1 recipe:2 recipe:3 control:1 recipe:4 control:2 recipe:5 control:3 control:4
            control:5)  # fmt: skip
