@@ -21,7 +21,7 @@ RESULTS = Path(__file__).resolve().parent
 PANELS = {
     "episodic_return": "return per agent-episode",
     "rewards": "correct entries per agent-episode",
-    "penalties": "penalised entries per agent-episode",
+    "penalties": "penalised entries per agent-episode (0 while the penalty is 0)",
     "penalty": "penalty of a wrong tile (curriculum)",
 }
 #: condition label in the curve CSVs -> legend label
