@@ -107,3 +107,14 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     assert curves["name=goal_cycle_expert"] == [(0.0, 0.5, -0.5, 1.5), (1000.0, 2.0, 1.0, 3.0)]
     out = experts_plot.plot(tmp_path, tmp_path / "fig.png")
     assert out.stat().st_size > 10_000
+
+
+def test_rows_are_printed_and_written_and_no_rows_do_not_leave_an_old_file(tmp_path, capsys):
+    from marlgrid.analysis.report import show_and_write_rows
+
+    path = tmp_path / "out.csv"
+    show_and_write_rows([{"run": "a", "return": 1.23456}, {"run": "b", "return": 2.0}], path)
+    assert "run=a  return=1.235" in capsys.readouterr().out
+    assert path.read_text().splitlines() == ["run,return", "a,1.23456", "b,2.0"]
+    with pytest.raises(ValueError, match="no rows to write to"):
+        show_and_write_rows([], path)

@@ -263,6 +263,8 @@ def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path)
         "agent_1": "learner",
         "agent_2": "scripted",
     }
+    # the curriculum's stage at export (step 32 of the 0 -> 1 anneal over 64 steps), as the run's
+    assert alone.policies().stage == SavedRun(run_dir).policies().stage == {"penalty": 0.5}
     policies = alone.policies(greedy=True, rules={"penalty": 1.5})
     played = SavedRun(run_dir).policies(greedy=True, rules={"penalty": 1.5})
     assert policies.stage == played.stage == {"penalty": 1.5}
@@ -273,6 +275,17 @@ def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path)
         policies.evaluate(episodes=3, seed=0, num_envs=2),
         played.evaluate(episodes=3, seed=0, num_envs=2),
     )
+    # an export kept in a folder under another run plays as itself, not as that run
+    inside = runs["expert"].parent.parent / "exports" / "expert.pt"
+    inside.parent.mkdir(exist_ok=True)
+    shutil.copy(exported, inside)
+    assert SavedRun(inside).train_config.roles == cfg.roles
+    assert SavedRun(inside).train_config.roles != SavedRun(runs["expert"]).train_config.roles
+    # an export without its identity cannot play: the error names the file
+    payload = torch.load(exported, weights_only=True)
+    torch.save({**payload, "identity": {}}, tmp_path / "bare.pt")
+    with pytest.raises(SavedRunError, match=f"{tmp_path / 'bare.pt'} is an exported expert file"):
+        SavedRun(tmp_path / "bare.pt").config  # noqa: B018
     # a plain checkpoint file outside a run is still refused, naming the folder
     stray = tmp_path / "stray" / "x" / "ckpt.pt"
     stray.parent.mkdir(parents=True)

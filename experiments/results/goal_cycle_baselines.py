@@ -150,7 +150,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=200, help="fresh layouts per row")
     parser.add_argument("--seed", type=int, default=2024, help="env i is seeded seed + i")
-    parser.add_argument("--csv", type=Path, default=Path(__file__).with_suffix(".csv"))
+    parser.add_argument(
+        "--csv", type=Path, help="output (default: this script's .csv, for the default rows only)"
+    )
     parser.add_argument("--n-goals", type=int, default=3, help="tiles per map (4: transfer)")
     parser.add_argument(
         "--penalties", type=float, nargs="+", default=list(PENALTIES), help="penalties played"
@@ -160,6 +162,16 @@ def main() -> None:
         help="who plays (alone: one agent in the one-agent env)",
     )  # fmt: skip
     args = parser.parse_args()
+    defaults = (args.n_goals, args.penalties, args.conditions) == (
+        3,
+        list(PENALTIES),
+        list(CONDITIONS),
+    )
+    if args.csv is None and not defaults:
+        parser.error("give --csv for rows other than the default ones (3 tiles, penalties 1.5 and "
+                     "0, conditions all_agents and beside_oracles): they would overwrite "
+                     f"{Path(__file__).with_suffix('.csv').name}")  # fmt: skip
+    args.csv = args.csv or Path(__file__).with_suffix(".csv")
     rows = []
     for size, max_steps in SCALES:
         for penalty in args.penalties:

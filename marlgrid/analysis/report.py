@@ -237,14 +237,17 @@ def write_runs_csv(path: Path, rows: Sequence[FinalRow]) -> None:
 
 def show_and_write_rows(rows: Sequence[Mapping[str, object]], path: Path | None = None) -> None:
     """Print each row as ``key=value`` pairs (floats to 3 decimals) and, given ``path``, write the
-    rows there as CSV at full precision (the first row's keys are the header)."""
+    rows there as CSV at full precision (the first row's keys are the header; no rows with a
+    ``path`` raise ValueError rather than leave an older file in place)."""
     for row in rows:
         print(
             "  ".join(
                 f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
             )
         )
-    if path is not None and rows:
+    if path is not None and not rows:
+        raise ValueError(f"no rows to write to {path}")
+    if path is not None:
         with Path(path).open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()

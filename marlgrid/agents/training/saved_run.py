@@ -236,7 +236,7 @@ class SavedRun:
         """The run's resolved config as plain data (read once); relative frozen-role
         checkpoints made absolute against the run's :func:`launch_dir`; for an exported expert
         file outside a run, the identity it carries."""
-        exported = self._exported_identity()
+        exported = self._exported_identity
         if exported is not None:
             return exported
         self.config_file  # noqa: B018  (raises naming the run when it has no config)
@@ -247,20 +247,31 @@ class SavedRun:
         base = launch_dir(self.path)
         return (data or {}) if base is None else absolute_checkpoints(data or {}, base)
 
+    @cached_property
     def _exported_identity(self) -> dict[str, Any] | None:
-        """The identity of an exported expert file given outside a run directory (None for a
-        run, a run's checkpoint, or a file that is not an export)."""
-        if self._checkpoint is None or config_path(self.path) is not None:
+        """The identity of an exported expert file (None for a run directory, for a checkpoint
+        in a run's ``checkpoints/`` folder and for a file that is not an export). An export is
+        never written into a ``checkpoints/`` folder, so a file elsewhere plays as itself even
+        when the folder above it holds some other run's config. Frozen-role checkpoints in the
+        identity are used as stored (``train.py`` stores them absolute)."""
+        target = self._checkpoint
+        if target is None or (target.parent.name == "checkpoints" and config_path(self.path)):
             return None
         from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint
 
         try:
-            payload = load_checkpoint(self._checkpoint)
+            payload = load_checkpoint(target)
         except CheckpointError as exc:
             raise SavedRunError(str(exc)) from None
         if "exported_from" not in payload:
             return None
-        return dict(payload.get("identity") or {})
+        identity = payload.get("identity")
+        if not isinstance(identity, dict) or not identity:
+            raise SavedRunError(
+                f"{target} is an exported expert file without the identity (env, learners) it "
+                "needs to play; export it again with experiments/export_expert.py"
+            )
+        return dict(identity)
 
     @property
     def train_config(self) -> TrainConfig:
@@ -269,7 +280,7 @@ class SavedRun:
         try:
             return train_config_from_data(config)
         except SavedRunError as exc:
-            source = self._checkpoint if self._exported_identity() is not None else None
+            source = self._checkpoint if self._exported_identity is not None else None
             raise SavedRunError(f"{source or self.config_file}: {exc}") from None
 
     # -- checkpoints and metrics ---------------------------------------------------------------
