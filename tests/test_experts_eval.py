@@ -84,6 +84,15 @@ def test_a_bad_rule_is_refused_naming_it(bad):
         experts_eval.parse_rule(bad)
 
 
+def test_a_missing_run_stops_it_before_any_run_is_played(run, tmp_path, capsys):
+    missing = tmp_path / "nope"
+    with pytest.raises(SystemExit, match=f"error: {missing} is neither a run directory"):
+        experts_eval.main([str(run), str(missing), "--episodes", "4"])
+    assert capsys.readouterr().out == ""  # the first run was not played either
+    with pytest.raises(SystemExit, match="error: --episodes must be >= 1, got 0"):
+        experts_eval.main([str(run), "--episodes", "0"])
+
+
 def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_path):
     spec = importlib.util.spec_from_file_location(
         "experts_plot", ROOT / "experiments" / "results" / "experts_plot.py"

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from marlgrid.agents.training.checkpoint import CheckpointError
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout
-from marlgrid.agents.training.saved_run import SavedRun
+from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.social_observer import SocialObserver
 from marlgrid.analysis.report import show_and_write_rows
 from marlgrid.config import ConfigError
@@ -82,10 +83,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rule", action="append", default=[], help="NAME=VALUE, repeatable")
     parser.add_argument("--csv", type=Path)
     args = parser.parse_args(argv)
-    if args.episodes < 1:
-        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
-    rules = dict(parse_rule(r) for r in args.rule)
-    rows = [row for run in args.runs for row in summary_rows(run, args.episodes, args.seed, rules)]
+    try:
+        if args.episodes < 1:
+            raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+        rules = dict(parse_rule(r) for r in args.rule)
+        for run in args.runs:  # every run readable before the first is played
+            SavedRun(run).train_config  # noqa: B018
+        rows = [r for run in args.runs for r in summary_rows(run, args.episodes, args.seed, rules)]
+    except (SavedRunError, CheckpointError, ConfigError) as exc:
+        raise SystemExit(f"error: {exc}") from None
     show_and_write_rows(rows, args.csv)
 
 

@@ -48,9 +48,17 @@ fi
 
 analyse() {
   local part1=("$OUT/${DIRS[recipe]}" "$OUT/${DIRS[control]}")
-  # every expert run: part 1's arms and, once run, part 2's (13x13, 4 tiles)
-  OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "$OUT"/goal_cycle_expert*/seed_* \
-    --episodes 200 --seed 777 --rule penalty=1.5 --csv "$RESULTS/experts_eval.csv"
+  local eval=(--episodes 200 --seed 777 --rule penalty=1.5)
+  OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "$OUT/${DIRS[recipe]}"/seed_* \
+    "$OUT/${DIRS[control]}"/seed_* "${eval[@]}" --csv "$RESULTS/experts_eval.csv"
+  local part2=()
+  for dir in "$OUT/${DIRS[canonical]}"/seed_* "$OUT/${DIRS[tiles4]}"/seed_*; do
+    [[ -d $dir ]] && part2+=("$dir")  # part 2's runs, once run
+  done
+  if [[ ${#part2[@]} -gt 0 ]]; then
+    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${part2[@]}" "${eval[@]}" \
+      --csv "$RESULTS/experts_eval_part2.csv"
+  fi
   local welch=(--welch name=goal_cycle_expert name=goal_cycle_expert_fixed_penalty)
   for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
     stem=${metric##*/}
@@ -61,7 +69,7 @@ analyse() {
   done
   $PY $RESULTS/experts_plot.py
 }
-[[ -z ${ANALYSE:-} ]] || { analyse; exit 0; }
+if [[ -n ${ANALYSE:-} ]]; then analyse; exit 0; fi  # set -e holds inside: a failing step stops it
 
 ITEMS=("$@")
 [[ ${#ITEMS[@]} -gt 0 ]] || ITEMS=("${DEFAULT[@]}")
