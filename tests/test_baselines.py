@@ -265,3 +265,18 @@ def test_the_baselines_script_plays_alone_in_the_one_agent_env():
     np.testing.assert_array_equal(found["rewards"], 1.0)  # play safe: one tile each episode
     beside = script.play(7, 40, 1.5, ["play_safe", "oracle", "oracle"], episodes=4, seed=3)
     assert beside["return"].shape == (4, 3)
+
+
+def test_the_following_chance_script_separates_the_follower_from_a_random_novice():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "experiments/results/following_chance.py"
+    spec = importlib.util.spec_from_file_location("following_chance", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    follower = script.measure(13, 120, "follower", episodes=16, seed=1)
+    random = script.measure(13, 120, "random", episodes=16, seed=1)
+    assert set(script.METRICS) <= set(follower) and follower["novice"] == "follower"
+    assert follower["repeat_expert_excess"] > random["repeat_expert_excess"] + 0.2
+    assert follower["expert_in_view"] > random["expert_in_view"]
