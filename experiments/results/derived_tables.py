@@ -12,7 +12,9 @@
   penalties).
 - ``experts_pass_rule.csv`` (for ``experts.md``): the experts issue's thresholds, a factor times
   the discoverer's return at penalty 1.5 (``goal_cycle_baselines.csv`` and its 4-tile sibling),
-  beside the reward-blind cycler's return in the same setup.
+  beside the reward-blind cycler's return in the same setup;
+- ``experts_eval_t.csv`` (for ``experts.md``): per arm and mode, the mean over seeds of
+  ``experts_eval.csv``'s returns with its Student-t 95% interval (NaN below 2 seeds).
 """
 
 from __future__ import annotations
@@ -91,10 +93,26 @@ def experts_pass_rule() -> None:
     write(RESULTS / "experts_pass_rule.csv", header, out)
 
 
+def experts_eval_t() -> None:
+    from marlgrid.analysis.stats import t_interval
+
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in read(RESULTS / "experts_eval.csv"):
+        arm = Path(row["run"]).parent.name  # runs/experts/<arm>/seed_<k>
+        groups[(arm, row["mode"])].append(float(row["return"]))
+    out = []
+    for (arm, mode), values in groups.items():
+        low, high = t_interval(values)
+        mean = sum(values) / len(values)
+        out.append([arm, mode, len(values), round(mean, 4), round(low, 4), round(high, 4)])
+    write(RESULTS / "experts_eval_t.csv", ("arm", "mode", "seeds", "mean", "t_low", "t_high"), out)
+
+
 def main() -> None:
     popgym_by_memory()
     experts_correct_share()
     experts_pass_rule()
+    experts_eval_t()
 
 
 if __name__ == "__main__":

@@ -66,7 +66,11 @@ analyse() {
     [[ $metric == curriculum/penalty ]] && welch=()
     OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${part1[@]}" --group-by name --metric "$metric" \
       --last 20 --smooth 5 "${welch[@]}" --include-unfinished --out "$RESULTS/experts_train_$stem"
+    # the page keeps the CSVs; its one figure is experts_curves.png, so aggregate's own page and
+    # figure are not kept beside it
+    rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
   done
+  $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
 if [[ -n ${ANALYSE:-} ]]; then analyse; exit 0; fi  # set -e holds inside: a failing step stops it
