@@ -5,6 +5,7 @@
 #   bash experiments/results/drqn_runs.sh                 # every line, 3 seeds, 2 jobs at a time
 #   JOBS=1 SEEDS="0" bash experiments/results/drqn_runs.sh e8_drqn e8_dqn   # some lines only
 #   DRY=1 bash experiments/results/drqn_runs.sh           # only write runs/drqn_results/commands.txt
+#   SEEDS="0 1 2 3 4" bash experiments/results/drqn_runs.sh cl400_soft_dqn cl400_soft_drqn
 #   python experiments/results/drqn_plot.py               # figures + drqn_summary.csv
 #
 # Resumable: every run has its own directory runs/drqn_results/<line>/seed_<k>; rerunning the
@@ -39,6 +40,10 @@ DQN="agent=dqn $Q"
 PPO="agent=ppo_lstm $SMALL"
 E8="env.id=MarlGrid-Empty-8x8-v0 env.settings.max_steps=100"
 CL="env.id=MarlGrid-Cluttered-11x11-v0 env.settings.max_steps=100"
+# the blog's protocol (drqn.md, "Correction planned"): 400-step episodes, soft-Q for both
+CL400="env.id=MarlGrid-Cluttered-11x11-v0 env.settings.max_steps=400"
+SOFT="agent.exploration=boltzmann agent.alpha=0.005"
+CL400_STEPS=${CL400_STEPS:-100000}
 
 # line name | total_timesteps | overrides   (in priority order: earlier lines run first)
 LINES=(
@@ -54,6 +59,9 @@ LINES=(
   "e8_soft_a0.005|$SOFT_STEPS|$DRQN $E8 agent.exploration=boltzmann agent.alpha=0.005"
   "e8_soft_a0.02|$SOFT_STEPS|$DRQN $E8 agent.exploration=boltzmann agent.alpha=0.02"
   "e8_soft_a0.1|$SOFT_STEPS|$DRQN $E8 agent.exploration=boltzmann agent.alpha=0.1"
+  # run with SEEDS="0 1 2 3 4" (5 seeds per arm, as the correction's plan says)
+  "cl400_soft_dqn|$CL400_STEPS|$DQN $CL400 $SOFT"
+  "cl400_soft_drqn|$CL400_STEPS|$DRQN $CL400 $SOFT"
 )
 
 want() {  # is line $1 selected on the command line (all lines when none are named)?

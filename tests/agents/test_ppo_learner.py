@@ -102,6 +102,19 @@ def test_hard_kl_limit_rolls_back_params_and_optimizer() -> None:
     assert any(not torch.equal(a, b) for a, b in zip(before, _params(learner), strict=True))
 
 
+def test_batch_kl_logged_on_request_from_states_rerun_in_either_refresh_arm() -> None:
+    for refresh_interval in (0, 2):
+        learner, buffer = _learner_and_buffer(kl_target=None, lr=1e-2, log_batch_kl=True,
+                                              refresh_interval=refresh_interval)  # fmt: skip
+        metrics = learner.update(buffer=buffer)
+        assert metrics["charts/rolled_back"] == 0.0
+        # the logged figure is the whole-rollout KL of the network after the update
+        assert metrics["losses/approx_kl_batch"] == pytest.approx(learner.batch_kl(buffer))
+        assert metrics["losses/approx_kl_batch"] > 0
+    learner, buffer = _learner_and_buffer(kl_target=None)
+    assert "losses/approx_kl_batch" not in learner.update(buffer=buffer)
+
+
 def test_schedules() -> None:
     assert linear_schedule(1.0, 0.0, 0.25) == 0.75 and linear_schedule(1.0, 3.0, 2.0) == 3.0
     learner, buffer = _learner_and_buffer(lr=1e-3, anneal_lr=True, ent_coef=0.1, ent_coef_final=0.0)

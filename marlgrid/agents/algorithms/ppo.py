@@ -321,10 +321,10 @@ class PPO(NetworkLearnerState):
 
         metrics: dict[str, float] = {}
         rolled_back = 0.0
-        if snapshot is not None and mb_done > 0:
+        if (snapshot is not None or cfg.log_batch_kl) and mb_done > 0:
             kl = self.batch_kl(buffer)
             metrics["losses/approx_kl_batch"] = kl
-            if kl > cfg.kl_hard_limit:  # type: ignore[operator]
+            if snapshot is not None and kl > cfg.kl_hard_limit:  # type: ignore[operator]
                 net.load_state_dict(snapshot[0])
                 self.optimizer.load_state_dict(snapshot[1])
                 rolled_back = 1.0

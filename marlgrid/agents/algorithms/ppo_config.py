@@ -59,6 +59,7 @@ class PPOConfig:
     refresh_interval: int = 2  # refresh stored states/values/advantages every N minibatches; 0=off
     kl_target: float | None = 0.01  # end the epoch when a minibatch's approx KL > 1.5 * kl_target
     kl_hard_limit: float | None = None  # roll back the whole update if its batch KL exceeds this
+    log_batch_kl: bool = False  # log the batch KL (states rerun from the rollout's start) always
     device: str = "cpu"  # torch device
 
     def validate(self, key: str = "agent", num_slots: int | None = None) -> None:
@@ -85,7 +86,7 @@ class PPOConfig:
         check_float(f"{key}.ent_coef", self.ent_coef, low=0.0)
         if self.ent_coef_final is not None:
             check_float(f"{key}.ent_coef_final", self.ent_coef_final, low=0.0)
-        for name in ("anneal_lr", "norm_adv", "clip_vloss"):
+        for name in ("anneal_lr", "norm_adv", "clip_vloss", "log_batch_kl"):
             check_bool(f"{key}.{name}", getattr(self, name))
         check_int(f"{key}.update_epochs", self.update_epochs, 1, MAX_PASSES, why=EPOCHS_WHY)
         check_int(f"{key}.refresh_interval", self.refresh_interval, low=0)
