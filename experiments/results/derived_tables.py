@@ -14,7 +14,11 @@
   the discoverer's return at penalty 1.5 (``goal_cycle_baselines.csv`` and its 4-tile sibling),
   beside the reward-blind cycler's return in the same setup;
 - ``experts_eval_t.csv`` (for ``experts.md``): per arm and mode, the mean over seeds of
-  ``experts_eval.csv``'s returns with its Student-t 95% interval (NaN below 2 seeds).
+  ``experts_eval.csv``'s returns with its Student-t 95% interval (NaN below 2 seeds);
+- ``social/refresh_kl_tmaze_kl_ratio.csv`` (for ``social_refresh.md``): per run, the run-mean
+  minibatch KL over the run-mean whole-rollout KL (``refresh_kl_tmaze_kl_minibatch_runs.csv``
+  and ``refresh_kl_tmaze_kl_batch_runs.csv``), then per arm the mean with its Student-t
+  interval, and Welch's test between the arms.
 """
 
 from __future__ import annotations
@@ -108,11 +112,37 @@ def experts_eval_t() -> None:
     write(RESULTS / "experts_eval_t.csv", ("arm", "mode", "seeds", "mean", "t_low", "t_high"), out)
 
 
+def refresh_kl_ratio() -> None:
+    from marlgrid.analysis.stats import t_interval, welch
+
+    stem = RESULTS / "social" / "refresh_kl_tmaze_kl"
+    if not Path(f"{stem}_batch_runs.csv").exists():  # the correction's runs are not in yet
+        print(f"skipped {stem.name}_ratio.csv: no {stem.name}_batch_runs.csv (refresh_kl_runs.sh)")
+        return
+    batch = {r["run"]: float(r["final"]) for r in read(Path(f"{stem}_batch_runs.csv"))}
+    ratios: dict[str, list[float]] = defaultdict(list)
+    out: list[list[object]] = []
+    for row in read(Path(f"{stem}_minibatch_runs.csv")):
+        ratio = float(row["final"]) / batch[row["run"]]
+        ratios[row["condition"]].append(ratio)
+        out.append(["run", row["condition"], row["seed"], round(ratio, 4), "", ""])
+    for arm, values in ratios.items():
+        low, high = t_interval(values)
+        out.append(["mean", arm, len(values), round(sum(values) / len(values), 4),
+                    round(low, 4), round(high, 4)])  # fmt: skip
+    a, b = sorted(ratios)
+    t, p = welch(ratios[a], ratios[b])
+    out.append(["welch", f"{a} vs {b}", "", round(t, 4), round(p, 4), ""])
+    header = ("row", "condition", "seed_or_n", "ratio_or_t", "t_low_or_p", "t_high")
+    write(Path(f"{stem}_ratio.csv"), header, out)
+
+
 def main() -> None:
     popgym_by_memory()
     experts_correct_share()
     experts_pass_rule()
     experts_eval_t()
+    refresh_kl_ratio()
 
 
 if __name__ == "__main__":
