@@ -4,7 +4,8 @@
 #
 #   bash experiments/results/drqn_runs.sh                 # every line, 3 seeds, 2 jobs at a time
 #   JOBS=1 SEEDS="0" bash experiments/results/drqn_runs.sh e8_drqn e8_dqn   # some lines only
-#   DRY=1 bash experiments/results/drqn_runs.sh           # only write runs/drqn_results/commands.txt
+#   DRY=1 bash experiments/results/drqn_runs.sh           # print the commands (and write them to
+#                                                         # runs/drqn_results/commands.txt) only
 #   SEEDS="0 1 2 3 4" bash experiments/results/drqn_runs.sh cl400_soft_dqn cl400_soft_drqn
 #   python experiments/results/drqn_plot.py               # figures + drqn_summary.csv
 #
@@ -14,6 +15,7 @@
 # runs/drqn_results/logs/<line>.seed_<k>.log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/results/lanes.sh
 
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-2}
@@ -72,21 +74,16 @@ want() {  # is line $1 selected on the command line (all lines when none are nam
 }
 
 SELECTED=("$@")
-mkdir -p "$OUT/logs"
-CMDS=()
 for entry in "${LINES[@]}"; do  # line-major: a line's seeds run before the next line's
   IFS='|' read -r name steps args <<<"$entry"
   want "$name" || continue
   seeds=$SEEDS
   [[ $name != *_refresh ]] || seeds=$REFRESH_SEEDS
   for seed in $seeds; do
-    cmd="$PY experiments/train.py name=$name seed=$seed total_timesteps=$steps $args $COMMON"
-    cmd="$cmd hydra.run.dir=$OUT/$name/seed_$seed"
-    CMDS+=("$cmd >>$OUT/logs/$name.seed_$seed.log 2>&1 && echo \"done $name seed $seed\"")
+    lane_add "$OUT/logs/$name.seed_$seed.log" "$PY experiments/train.py name=$name seed=$seed \
+total_timesteps=$steps $args $COMMON hydra.run.dir=$OUT/$name/seed_$seed"
   done
 done
-[[ ${#CMDS[@]} -gt 0 ]] || { echo "no line matches: $*" >&2; exit 2; }
-printf '%s\n' "${CMDS[@]%% >>*}" >"$OUT/commands.txt"  # the exact commands, one per line
-echo "${#CMDS[@]} runs, $JOBS at a time (commands in $OUT/commands.txt)"
-[[ -z ${DRY:-} ]] || exit 0  # DRY=1: write and count the commands only
-printf '%s\0' "${CMDS[@]}" | xargs -0 -P "$JOBS" -n 1 bash -c 'eval "$1"' _
+[[ ${#LANE_CMDS[@]} -gt 0 ]] || { echo "no line matches: $*" >&2; exit 2; }
+mkdir -p "$OUT"
+lanes_run "$OUT/commands.txt"  # the exact commands, also one per line in commands.txt

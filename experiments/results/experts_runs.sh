@@ -14,6 +14,7 @@
 # Measured: ~1,050 env steps/s per lane on 7x7 (a 3M-step run ~48 min; part 1 ~4 h of both cores).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/results/lanes.sh
 
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-2}
@@ -77,16 +78,11 @@ if [[ -n ${ANALYSE:-} ]]; then analyse; exit 0; fi  # set -e holds inside: a fai
 
 ITEMS=("$@")
 [[ ${#ITEMS[@]} -gt 0 ]] || ITEMS=("${DEFAULT[@]}")
-mkdir -p "$OUT/logs"
-CMDS=()
 for item in "${ITEMS[@]}"; do
   arm=${item%%:*} seed=${item##*:}
   [[ -n ${ARMS[$arm]:-} ]] || { echo "unknown arm '$arm' in '$item'; arms: ${!ARMS[*]}" >&2; exit 2; }
   [[ $seed =~ ^[0-9]+$ ]] || { echo "seed of '$item' must be a whole number" >&2; exit 2; }
-  dir="$OUT/${DIRS[$arm]}/seed_$seed"
-  cmd="$PY experiments/train.py ${ARMS[$arm]} seed=$seed $COMMON hydra.run.dir=$dir"
-  CMDS+=("OMP_NUM_THREADS=1 $cmd >>$OUT/logs/${DIRS[$arm]}.seed_$seed.log 2>&1 && echo \"done $item\"")
+  lane_add "$OUT/logs/${DIRS[$arm]}.seed_$seed.log" "$PY experiments/train.py ${ARMS[$arm]} \
+seed=$seed $COMMON hydra.run.dir=$OUT/${DIRS[$arm]}/seed_$seed"
 done
-printf '%s\n' "${CMDS[@]%% >>*}"
-[[ -z ${DRY:-} ]] || exit 0
-printf '%s\0' "${CMDS[@]}" | xargs -0 -P "$JOBS" -n 1 bash -c 'eval "$1"' _
+lanes_run

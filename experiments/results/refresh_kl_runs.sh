@@ -12,6 +12,7 @@
 # unfinished run from its newest checkpoint and skips a finished one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source experiments/results/lanes.sh
 
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-2}
@@ -23,19 +24,15 @@ COMMON="$COMMON logger.progress=false"
 PAGE=experiments/results/social
 
 if [[ -z ${ANALYSE:-} ]]; then
-  mkdir -p "$OUT/logs"
-  CMDS=()
   for seed in $SEEDS; do
     for refresh in 2 0; do
-      dir=$OUT/refresh_$refresh/seed_$seed
-      cmd="$PY experiments/train.py name=refresh_kl_tmaze agent.refresh_interval=$refresh"
-      cmd="$cmd seed=$seed $COMMON hydra.run.dir=$dir"
-      CMDS+=("OMP_NUM_THREADS=1 $cmd >>$OUT/logs/refresh_$refresh.seed_$seed.log 2>&1")
+      lane_add "$OUT/logs/refresh_$refresh.seed_$seed.log" "$PY experiments/train.py \
+name=refresh_kl_tmaze agent.refresh_interval=$refresh seed=$seed $COMMON \
+hydra.run.dir=$OUT/refresh_$refresh/seed_$seed"
     done
   done
-  printf '%s\n' "${CMDS[@]%% >>*}"
+  lanes_run
   [[ -z ${DRY:-} ]] || exit 0
-  printf '%s\0' "${CMDS[@]}" | xargs -0 -P "$JOBS" -n 1 bash -c 'eval "$1"' _
 fi
 
 agg() {  # agg METRIC LAST STEM [extra aggregate options]
