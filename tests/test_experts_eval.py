@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
 from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
 from marlgrid.agents.training.curriculum import ScheduleConfig  # noqa: E402
+from marlgrid.agents.training.roles import RoleConfig  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,
     LoggerConfig,
@@ -30,8 +31,7 @@ experts_eval = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(experts_eval)
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def tiny_run(root: Path, **overrides) -> Path:
     """A tiny 3-agent goal-cycle run whose curriculum ends at penalty 0.25."""
     torch.set_num_threads(1)
     net = NetworkConfig(hidden_size=16, trunk_sizes=(16,), head_sizes=(8,), conv_channels=(4,))
@@ -47,15 +47,28 @@ def run(tmp_path_factory) -> Path:
         checkpoint_every=1,
         video=False,
         logger=LoggerConfig(tensorboard=False, progress=False),
+        **overrides,
     )
-    root = tmp_path_factory.mktemp("experts_eval")
     train(cfg, root / "run")
     return root / "run"
 
 
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    return tiny_run(tmp_path_factory.mktemp("experts_eval"))
+
+
+@pytest.fixture(scope="module")
+def novice_run(tmp_path_factory) -> Path:
+    """The same, agent_0 a novice beside two scripted oracles."""
+    oracle = RoleConfig(kind="scripted", policy="oracle")
+    roles = {"agent_1": oracle, "agent_2": oracle}
+    return tiny_run(tmp_path_factory.mktemp("experts_eval_novice"), roles=roles)
+
+
 def test_the_return_is_the_correct_entries_less_the_penalty_paid_for_the_wrong_ones(run):
     for penalty in (1.5, 4.0):
-        values = experts_eval.episode_metrics(run, False, 40, 777, {"penalty": penalty})
+        values, _ = experts_eval.episode_metrics(run, False, 40, 777, {"penalty": penalty})
         assert values["return"].shape == (40, 3)
         assert values["penalties"].sum() > 0  # a barely trained policy enters wrong tiles
         expected = values["rewards"] - penalty * values["penalties"]
@@ -63,9 +76,9 @@ def test_the_return_is_the_correct_entries_less_the_penalty_paid_for_the_wrong_o
 
 
 def test_the_rule_override_wins_over_the_curriculum_stage(run):
-    free = experts_eval.episode_metrics(run, False, 40, 777, {"penalty": 0.0})
+    free, _ = experts_eval.episode_metrics(run, False, 40, 777, {"penalty": 0.0})
     assert (free["return"] == free["rewards"]).all()  # wrong entries cost nothing at 0
-    staged = experts_eval.episode_metrics(run, False, 40, 777, {})  # the run's last stage: 0.25
+    staged, _ = experts_eval.episode_metrics(run, False, 40, 777, {})  # the run's last stage: 0.25
     expected = staged["rewards"] - 0.25 * staged["penalties"]
     assert abs(staged["return"] - expected).max() < 1e-9
 
@@ -76,6 +89,29 @@ def test_the_csv_has_a_greedy_and_a_sampled_row_per_run(run, tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert [r["mode"] for r in rows] == ["greedy", "sampled"]
     assert all(len(r["return_per_agent"].split()) == 3 for r in rows)
+
+
+def test_partners_are_the_agents_the_run_did_not_train_in_the_same_episodes(novice_run, tmp_path):
+    out = tmp_path / "eval.csv"
+    experts_eval.main(
+        [str(novice_run), "--episodes", "16", "--rule", "penalty=1.5", "--partners"]
+        + ["--csv", str(out)]
+    )
+    for row in csv.DictReader(out.open()):
+        assert len(row["return_per_agent"].split()) == 1  # the novice
+        assert len(row["partners_return_per_agent"].split()) == 2  # the two oracles
+        assert float(row["partners_penalties"]) == 0.0  # an oracle never enters a wrong tile
+        assert float(row["partners_rewards"]) > float(row["rewards"])  # it beats a novice
+        expected = float(row["partners_rewards"]) - 1.5 * float(row["partners_penalties"])
+        assert float(row["partners_return"]) == pytest.approx(expected, abs=1e-3)
+
+
+def test_a_run_whose_every_agent_trained_has_empty_partner_columns(run, tmp_path):
+    rows = experts_eval.summary_rows(run, 4, 777, {}, partners=True)
+    assert [(r["partners_return"], r["partners_penalties_per_agent"]) for r in rows] == [
+        ("", "")
+    ] * 2
+    assert all(isinstance(r["return"], float) for r in rows)
 
 
 @pytest.mark.parametrize("bad", ["penalty", "penalty=high", "=1.5"])

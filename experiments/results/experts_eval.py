@@ -7,7 +7,9 @@ Each run's newest checkpoint, or an exported expert file (``experiments/experts/
 ``--episodes`` fresh layouts (seeds from ``--seed``), its learners greedy and then sampled, under
 the rules the run's curriculum had reached with the ``--rule`` overrides on top (the pass rule of
 ``experts.md`` plays at penalty 1.5 whatever stage a run ended at). One CSV row per run and mode:
-the means over every agent-episode and, beside each, the agents' own means.
+the means over every agent-episode of the run's learners and, beside each, the agents' own means.
+With ``--partners`` the row also holds the same for the agents the run did not train (scripted or
+frozen experts) in the same episodes: a novice and its experts side by side.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def parse_rule(text: str) -> tuple[str, float]:
 
 def episode_metrics(
     run: Path, greedy: bool, episodes: int, seed: int, rules: dict[str, float]
-) -> dict[str, np.ndarray]:
-    """``(episodes, agents)`` arrays of :data:`METRICS` for the run's learners playing frozen."""
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``(episodes, agents)`` arrays of :data:`METRICS` for the run playing frozen: the
+    learners' columns, and in the same episodes the other agents' (scripted or frozen)."""
     played = SavedRun(run).policies(greedy, rules)
     vec = make_env_source(played.cfg.env.id, min(16, episodes), played.settings)
     observer = SocialObserver(vec, experts=[])
@@ -56,21 +59,40 @@ def episode_metrics(
         ended = observer.tracker.pop()
         for m in METRICS:
             rows[m].append(ended[m])
-    cols = played.learner_columns
-    return {m: np.concatenate(rows[m])[:episodes][:, cols] for m in METRICS}
+    learners = played.learner_columns
+    others = [k for k in range(len(played.agents)) if k not in learners]
+    every = {m: np.concatenate(rows[m])[:episodes] for m in METRICS}
+    return (
+        {m: every[m][:, learners] for m in METRICS},
+        {m: every[m][:, others] for m in METRICS},
+    )
+
+
+def _means(values: dict[str, np.ndarray], prefix: str = "") -> dict[str, object]:
+    """Each metric's mean over agent-episodes and per agent ("" where there is no agent)."""
+    row: dict[str, object] = {}
+    for m, arr in values.items():
+        if not arr.size:  # a run whose every agent trained has no partners
+            row[f"{prefix}{m}"] = row[f"{prefix}{m}_per_agent"] = ""
+            continue
+        row[f"{prefix}{m}"] = round(float(arr.mean()), 4)
+        row[f"{prefix}{m}_per_agent"] = " ".join(f"{v:.3f}" for v in arr.mean(0))
+    return row
 
 
 def summary_rows(
-    run: Path, episodes: int, seed: int, rules: dict[str, float]
+    run: Path, episodes: int, seed: int, rules: dict[str, float], partners: bool = False
 ) -> list[dict[str, object]]:
-    """One row per mode (greedy, sampled): each metric's mean over agent-episodes and per agent."""
+    """One row per mode (greedy, sampled): each metric's mean over the learners' agent-episodes
+    and per agent; with ``partners``, the same for the other agents as ``partners_*`` columns."""
     out = []
     for mode in ("greedy", "sampled"):
-        values = episode_metrics(run, mode == "greedy", episodes, seed, rules)
+        greedy = mode == "greedy"
         row: dict[str, object] = {"run": str(run), "mode": mode, "episodes": episodes}
-        for m, arr in values.items():
-            row[m] = round(float(arr.mean()), 4)
-            row[f"{m}_per_agent"] = " ".join(f"{v:.3f}" for v in arr.mean(0))
+        learners, others = episode_metrics(run, greedy, episodes, seed, rules)
+        row.update(_means(learners))
+        if partners:
+            row.update(_means(others, "partners_"))
         out.append(row)
     return out
 
@@ -82,6 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=777, help="first layout seed")
     parser.add_argument("--rule", action="append", default=[], help="NAME=VALUE, repeatable")
     parser.add_argument("--csv", type=Path)
+    parser.add_argument(
+        "--partners", action="store_true", help="also the agents the run did not train"
+    )
     args = parser.parse_args(argv)
     try:
         if args.episodes < 1:
@@ -89,7 +114,11 @@ def main(argv: list[str] | None = None) -> None:
         rules = dict(parse_rule(r) for r in args.rule)
         for run in args.runs:  # every run readable before the first is played
             SavedRun(run).train_config  # noqa: B018
-        rows = [r for run in args.runs for r in summary_rows(run, args.episodes, args.seed, rules)]
+        rows = [
+            r
+            for run in args.runs
+            for r in summary_rows(run, args.episodes, args.seed, rules, args.partners)
+        ]
     except (SavedRunError, CheckpointError, ConfigError) as exc:
         raise SystemExit(f"error: {exc}") from None
     show_and_write_rows(rows, args.csv)
