@@ -138,7 +138,7 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     header = "condition,step,n,mean,mean_ci_low,mean_ci_high,iqm,iqm_ci_low,iqm_ci_high\n"
     rows = "".join(
         f"{c},{s},2,{v},{v - 1},{v + 1},{v},nan,nan\n"
-        for c in experts_plot.ARMS
+        for c in experts_plot.FIGURES[0].arms
         for s, v in ((0, 0.5), (1000, 2.0))
     )
     for stem in experts_plot.PANELS:
@@ -150,8 +150,19 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     assert found["discoverer"] == pytest.approx(17.1667) and found["play_safe"] == 1.0
     curves = experts_plot.read_curves(tmp_path / "experts_train_rewards_curves.csv")
     assert curves["name=goal_cycle_expert"] == [(0.0, 0.5, -0.5, 1.5), (1000.0, 2.0, 1.0, 3.0)]
-    out = experts_plot.plot(tmp_path, tmp_path / "fig.png")
+    out = experts_plot.plot(tmp_path, experts_plot.FIGURES[0], tmp_path / "fig.png")
     assert out.stat().st_size > 10_000
+    # part 2's arms read their own setups' baselines: 13x13 / 250 steps, and 4 tiles
+    full, tiles4 = experts_plot.FIGURES[1].arms.values()
+    assert experts_plot.baselines(baselines, full.setup, full.policies) == pytest.approx(
+        {"discoverer": 22.8733, "reward_blind": 9.4683}
+    )
+    assert experts_plot.baselines(
+        baselines.with_name(tiles4.baselines), tiles4.setup, tiles4.policies
+    ) == pytest.approx({"discoverer": 14.61, "reward_blind": -1.3692})
+    experts_plot.main(["--results", str(tmp_path), "--out-dir", str(tmp_path)])
+    assert (tmp_path / "experts_curves.png").exists()
+    assert not (tmp_path / "experts_part2_curves.png").exists()  # no part-2 CSVs: skipped
 
 
 def test_rows_are_printed_and_written_and_no_rows_do_not_leave_an_old_file(tmp_path, capsys):

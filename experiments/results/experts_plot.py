@@ -1,12 +1,13 @@
-"""The figure of ``experts.md``: return, correct entries, penalties and the curriculum's penalty
-against env steps, recipe beside control, from the committed curve CSVs alone.
+"""The figures of ``experts.md``: return, correct entries, penalties and the curriculum's penalty
+against env steps, from the committed curve CSVs alone.
 
-    python experiments/results/experts_plot.py     # writes experiments/results/experts_curves.png
+    python experiments/results/experts_plot.py     # experts_curves.png and experts_part2_curves.png
 
-Reads ``experts_train_<metric>_curves.csv`` (``aggregate.py``'s output: the mean over seeds with
-its Student-t 95% band) and draws the scripted baselines of the same setup
-(``goal_cycle_baselines.csv``: 7x7, 100 steps, 3 tiles, penalty 1.5, every agent scripted) on
-the return panel.
+Part 1 (``experts_curves.png``) draws recipe beside control from
+``experts_train_<metric>_curves.csv``; part 2 (``experts_part2_curves.png``) the canonical 13x13
+task beside 4 tiles from ``experts_part2_<metric>_curves.csv`` (``aggregate.py``'s output: the
+mean over seeds with its Student-t 95% band, none at one seed). The return panel carries the
+scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import csv
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 RESULTS = Path(__file__).resolve().parent
 #: metric stem -> panel title
@@ -24,12 +26,56 @@ PANELS = {
     "penalties": "penalised entries per agent-episode (0 while the penalty is 0)",
     "penalty": "penalty of a wrong tile (curriculum)",
 }
-#: condition label in the curve CSVs -> legend label
-ARMS = {
-    "name=goal_cycle_expert": "recipe: penalty annealed 0 -> 1.5",
-    "name=goal_cycle_expert_fixed_penalty": "control: penalty 1.5 throughout",
-}
 BASELINES = ("discoverer", "reward_blind", "play_safe", "random")
+
+
+class Arm(NamedTuple):
+    """A condition of the curve CSVs: its legend label and its baselines' setup."""
+
+    label: str
+    baselines: str = "goal_cycle_baselines.csv"
+    setup: tuple[str, str, str] = ("7", "100", "3")  # size, max_steps, n_goals
+    policies: tuple[str, ...] = BASELINES
+
+
+class Figure(NamedTuple):
+    prefix: str  # the curve CSVs are <prefix>_<metric stem>_curves.csv
+    arms: dict[str, Arm]  # condition label in the curve CSVs -> arm
+    title: str
+    out: str
+
+
+FIGURES = (
+    Figure(
+        "experts_train",
+        {
+            "name=goal_cycle_expert": Arm("recipe: penalty annealed 0 -> 1.5"),
+            "name=goal_cycle_expert_fixed_penalty": Arm(
+                "control: penalty 1.5 throughout", policies=()
+            ),
+        },
+        "Goal-cycle experts, 7x7 / 100 steps: mean over seeds, 95% Student-t band",
+        "experts_curves.png",
+    ),
+    Figure(
+        "experts_part2",
+        {
+            "scale=full": Arm(
+                "13x13 / 250 steps / 3 tiles (1 seed)",
+                setup=("13", "250", "3"),
+                policies=("discoverer", "reward_blind"),
+            ),
+            "scale=small": Arm(
+                "7x7 / 100 steps / 4 tiles (2 seeds)",
+                "goal_cycle_baselines_4tiles.csv",
+                ("7", "100", "4"),
+                ("discoverer", "reward_blind"),
+            ),
+        },
+        "The recipe on the canonical task and with 4 tiles: mean over seeds, 95% Student-t band",
+        "experts_part2_curves.png",
+    ),
+)
 
 
 def read_curves(path: Path) -> dict[str, list[tuple[float, float, float, float]]]:
@@ -42,20 +88,22 @@ def read_curves(path: Path) -> dict[str, list[tuple[float, float, float, float]]
     return out
 
 
-def baselines(path: Path) -> dict[str, float]:
-    """The scripted policies' mean return at 7x7 / 100 steps / 3 tiles / penalty 1.5."""
+def baselines(
+    path: Path, setup: tuple[str, str, str] = ("7", "100", "3"), policies=BASELINES
+) -> dict[str, float]:
+    """The scripted policies' mean return in ``setup`` (size, max_steps, n_goals), penalty 1.5,
+    every agent scripted."""
     with path.open(newline="", encoding="utf-8") as f:
         return {
             r["policy"]: float(r["return_mean"])
             for r in csv.DictReader(f)
-            if (r["size"], r["max_steps"], r["n_goals"], r["condition"])
-            == ("7", "100", "3", "all_agents")
+            if (r["size"], r["max_steps"], r["n_goals"], r["condition"]) == (*setup, "all_agents")
             and float(r["penalty"]) == 1.5
-            and r["policy"] in BASELINES
+            and r["policy"] in policies
         }
 
 
-def plot(results: Path, out: Path) -> Path:
+def plot(results: Path, figure: Figure, out: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,24 +111,26 @@ def plot(results: Path, out: Path) -> Path:
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     for ax, (stem, title) in zip(axes.flat, PANELS.items(), strict=True):
-        curves = read_curves(results / f"experts_train_{stem}_curves.csv")
-        for condition, label in ARMS.items():
+        curves = read_curves(results / f"{figure.prefix}_{stem}_curves.csv")
+        for condition, arm in figure.arms.items():
             rows = curves.get(condition)
             if not rows:
                 continue
             step, mean, low, high = zip(*rows, strict=True)
-            (line,) = ax.plot(step, mean, label=label)
+            (line,) = ax.plot(step, mean, label=arm.label)
             ax.fill_between(step, low, high, color=line.get_color(), alpha=0.2)
-        if stem == "episodic_return":
-            for policy, value in baselines(results / "goal_cycle_baselines.csv").items():
-                ax.axhline(value, ls=":", lw=1, color="gray")
-                ax.annotate(policy, (0, value), fontsize=7, color="gray", va="bottom")
+            if stem != "episodic_return":
+                continue
+            scripted = baselines(results / arm.baselines, arm.setup, arm.policies)
+            for policy, value in scripted.items():
+                ax.axhline(value, ls=":", lw=1, color=line.get_color())
+                ax.annotate(policy, (0, value), fontsize=7, color=line.get_color(), va="bottom")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("env steps")
     axes[0, 0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("Goal-cycle experts, 7x7 / 100 steps: mean over seeds, 95% Student-t band")
+    fig.suptitle(figure.title)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -89,9 +139,14 @@ def plot(results: Path, out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=RESULTS / "experts_curves.png")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the CSVs lie")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    print(f"wrote {plot(RESULTS, args.out)}")
+    for figure in FIGURES:
+        if not (args.results / f"{figure.prefix}_episodic_return_curves.csv").exists():
+            print(f"skipped {figure.out}: no {figure.prefix}_*_curves.csv yet")
+            continue
+        print(f"wrote {plot(args.results, figure, args.out_dir / figure.out)}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 #   PART=2 bash experiments/results/experts_runs.sh   # part 2: 13x13 seed 1, 4 tiles seeds 1-2,
 #                                                     # a novice beside trained experts / oracles
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
-#   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate, plot
+#   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
+#                                                             # plot each part whose runs are here
 #
 # Two lanes of one torch thread (JOBS=2), the way the 2-core machine runs fastest. Resumable:
 # each run has its own directory runs/experts/<arm>/seed_<k>; rerunning resumes an unfinished run
@@ -47,30 +48,50 @@ else  # the plan's order: recipe seeds first, controls after
            control:5)  # fmt: skip
 fi
 
-analyse() {
-  local part1=("$OUT/${DIRS[recipe]}" "$OUT/${DIRS[control]}")
-  local eval=(--episodes 200 --seed 777 --rule penalty=1.5)
-  OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "$OUT/${DIRS[recipe]}"/seed_* \
-    "$OUT/${DIRS[control]}"/seed_* "${eval[@]}" --csv "$RESULTS/experts_eval.csv"
-  local part2=()
-  for dir in "$OUT/${DIRS[canonical]}"/seed_* "$OUT/${DIRS[tiles4]}"/seed_*; do
-    [[ -d $dir ]] && part2+=("$dir")  # part 2's runs, once run
+existing() {  # existing ARM...: the run directories of these arms that exist
+  local arm dir
+  for arm in "$@"; do
+    for dir in "$OUT/${DIRS[$arm]}"/seed_*; do [[ -d $dir ]] && echo "$dir"; done
   done
-  if [[ ${#part2[@]} -gt 0 ]]; then
-    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${part2[@]}" "${eval[@]}" \
-      --csv "$RESULTS/experts_eval_part2.csv"
+  return 0
+}
+
+analyse() {  # each part whose runs exist here: evaluation, curves, tables, figure
+  local eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs metric stem
+  mapfile -t runs < <(existing recipe control)
+  if [[ ${#runs[@]} -gt 0 ]]; then
+    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
+      --csv "$RESULTS/experts_eval.csv"
+    local welch=(--welch name=goal_cycle_expert name=goal_cycle_expert_fixed_penalty)
+    for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
+      stem=${metric##*/}
+      # the control has no curriculum, so it logs no curriculum/penalty: no test for that one
+      [[ $metric == curriculum/penalty ]] && welch=()
+      OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[recipe]}" \
+        "$OUT/${DIRS[control]}" --group-by name --metric "$metric" --last 20 --smooth 5 \
+        "${welch[@]}" --include-unfinished --out "$RESULTS/experts_train_$stem"
+      # the page keeps the CSVs; its figures are experts_plot.py's, so aggregate's own page
+      # and figure are not kept beside them
+      rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
+    done
   fi
-  local welch=(--welch name=goal_cycle_expert name=goal_cycle_expert_fixed_penalty)
-  for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
-    stem=${metric##*/}
-    # the control has no curriculum, so it logs no curriculum/penalty: no test for that one
-    [[ $metric == curriculum/penalty ]] && welch=()
-    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${part1[@]}" --group-by name --metric "$metric" \
-      --last 20 --smooth 5 "${welch[@]}" --include-unfinished --out "$RESULTS/experts_train_$stem"
-    # the page keeps the CSVs; its one figure is experts_curves.png, so aggregate's own page and
-    # figure are not kept beside it
-    rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
-  done
+  mapfile -t runs < <(existing canonical tiles4)
+  if [[ ${#runs[@]} -gt 0 ]]; then  # part 2: 13x13 is scale=full, 4 tiles scale=small
+    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
+      --csv "$RESULTS/experts_eval_part2.csv"
+    for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
+      stem=${metric##*/}
+      OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[canonical]}" \
+        "$OUT/${DIRS[tiles4]}" --group-by scale --metric "$metric" --last 20 --smooth 5 \
+        --include-unfinished --out "$RESULTS/experts_part2_$stem"
+      rm -f "$RESULTS/experts_part2_$stem.md" "$RESULTS/experts_part2_$stem.png"
+    done
+  fi
+  mapfile -t runs < <(existing novice_trained novice_oracles)
+  if [[ ${#runs[@]} -gt 0 ]]; then  # the novice and, in the same episodes, its two experts
+    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" --partners \
+      --csv "$RESULTS/experts_eval_novice.csv"
+  fi
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
