@@ -89,6 +89,8 @@ def test_the_csv_has_a_greedy_and_a_sampled_row_per_run(run, tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert [r["mode"] for r in rows] == ["greedy", "sampled"]
     assert all(len(r["return_per_agent"].split()) == 3 for r in rows)
+    assert {r["env_steps"] for r in rows} == {"32"}  # what the run trained, from its files
+    assert all(float(r["wall_s"]) > 0 for r in rows)
 
 
 def test_partners_are_the_agents_the_run_did_not_train_in_the_same_episodes(novice_run, tmp_path):

@@ -31,11 +31,11 @@ import argparse
 import csv
 import json
 import math
-import re
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+
+from marlgrid.analysis.runs import wall_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -62,7 +62,6 @@ THRESHOLDS = {"e8": 20.0, "cl": 30.0}  # skill: smoothed mean episode length at 
 #: two-sided 97.5% Student-t quantiles by degrees of freedom (normal beyond the table)
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
-LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (.*)$")
 
 
 def t_ci(values) -> tuple[float, float]:
@@ -100,25 +99,6 @@ def read_metrics(run_dir: Path) -> dict[str, np.ndarray]:
     spent = spent + np.nan_to_num(out.get("charts/update_time", np.zeros(len(rows))))
     out["time"] = np.cumsum(spent)
     return out
-
-
-def wall_seconds(run_dir: Path) -> float:
-    """Wall time from ``train.log``: first to last message of each session, summed (a rerun of
-    a complete run, which only says so, adds nothing)."""
-    total, start, last = 0.0, None, None
-    for line in (run_dir / "train.log").read_text().splitlines():
-        m = LOG_TIME.match(line)
-        if not m or "is complete" in m.group(2):
-            continue
-        t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-        if m.group(2).startswith(("training ", "resumed from")):  # a session starts
-            if start is not None:
-                total += last - start
-            start = t
-        last = t
-    if start is not None:
-        total += last - start
-    return total
 
 
 def is_complete(run_dir: Path) -> bool:

@@ -7,7 +7,8 @@ Each run's newest checkpoint, or an exported expert file (``experiments/experts/
 ``--episodes`` fresh layouts (seeds from ``--seed``), its learners greedy and then sampled, under
 the rules the run's curriculum had reached with the ``--rule`` overrides on top (the pass rule of
 ``experts.md`` plays at penalty 1.5 whatever stage a run ended at). One CSV row per run and mode:
-the means over every agent-episode of the run's learners and, beside each, the agents' own means.
+the means over every agent-episode of the run's learners and, beside each, the agents' own means,
+with the env steps the run logged and its training wall time (``train.log``).
 With ``--partners`` the row also holds the same for the agents the run did not train (scripted or
 frozen experts) in the same episodes: a novice and its experts side by side.
 """
@@ -26,6 +27,7 @@ from marlgrid.agents.training.rollout import MultiAgentRollout
 from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.social_observer import SocialObserver
 from marlgrid.analysis.report import show_and_write_rows
+from marlgrid.analysis.runs import last_step, wall_seconds
 from marlgrid.config import ConfigError
 
 METRICS = ("return", "rewards", "penalties")
@@ -80,6 +82,15 @@ def _means(values: dict[str, np.ndarray], prefix: str = "") -> dict[str, object]
     return row
 
 
+def run_cost(run: Path) -> dict[str, object]:
+    """The run's logged env steps and its training wall time from ``train.log`` (empty for an
+    exported expert file, which keeps neither)."""
+    wall = wall_seconds(run) if run.is_dir() else None
+    if wall is None or not (run / "metrics.csv").is_file():
+        return {"env_steps": "", "wall_s": ""}
+    return {"env_steps": last_step(run / "metrics.csv"), "wall_s": round(wall, 1)}
+
+
 def summary_rows(
     run: Path, episodes: int, seed: int, rules: dict[str, float], partners: bool = False
 ) -> list[dict[str, object]]:
@@ -89,6 +100,7 @@ def summary_rows(
     for mode in ("greedy", "sampled"):
         greedy = mode == "greedy"
         row: dict[str, object] = {"run": str(run), "mode": mode, "episodes": episodes}
+        row.update(run_cost(run))
         learners, others = episode_metrics(run, greedy, episodes, seed, rules)
         row.update(_means(learners))
         if partners:

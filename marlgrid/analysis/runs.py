@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +268,7 @@ def _status(path: Path, config: dict[str, Any]) -> tuple[str, str]:
     metrics = path / "metrics.csv"
     if not metrics.is_file():
         return NO_METRICS, "no metrics.csv: the run never logged an update"
-    last = _last_step(metrics)
+    last = last_step(metrics)
     if last is None:
         return NO_METRICS, "metrics.csv has no rows"
     log = path / "train.log"
@@ -283,7 +284,8 @@ def _status(path: Path, config: dict[str, Any]) -> tuple[str, str]:
     return UNFINISHED, f"unfinished: last logged step {last}{of}"
 
 
-def _last_step(metrics: Path) -> int | None:
+def last_step(metrics: Path) -> int | None:
+    """The last env step a ``metrics.csv`` logged (None when it has no rows)."""
     with metrics.open(newline="") as f:
         rows = list(csv.DictReader(f))
     try:
@@ -359,3 +361,29 @@ def _sweep_jobs(root: Path) -> set[tuple[tuple[str, ...], int]]:
         name = values.get("name", record.get("name", root.name))
         jobs.add(((f"name={name}", *_defining(job, exclude)), seed))
     return jobs
+
+
+#: a ``train.log`` line: its time and its message
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (.*)$")
+
+
+def wall_seconds(run_dir: str | Path) -> float | None:
+    """A run's training wall time from its ``train.log``: first to last message of each session,
+    summed (a rerun of a complete run, which only says so, adds nothing); None without a log."""
+    log = Path(run_dir) / "train.log"
+    if not log.is_file():
+        return None
+    total, start, last = 0.0, None, None
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = LOG_TIME.match(line)
+        if not m or "is complete" in m.group(2):
+            continue
+        t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if m.group(2).startswith(("training ", "resumed from")):  # a session starts
+            if start is not None:
+                total += last - start
+            start = t
+        last = t
+    if start is not None:
+        total += last - start
+    return total
