@@ -5,12 +5,21 @@
 #   bash experiments/results/findings_runs.sh r1             # every run of a page's plan
 #   bash experiments/results/findings_runs.sh r3_social_aux:1,2 r1_penalty_0   # ARM[:SEEDS]
 #   DRY=1 bash experiments/results/findings_runs.sh r1 r2    # print the commands only
+#   ANALYSE=1 bash experiments/results/findings_runs.sh r1 r2   # evaluate, compare, curves
 #   bash experiments/results/findings_runs.sh                # list the pages and arms
 #
 # Pages: r1 r2 r3 r5 r7 r8 hidden_goal. An arm without :SEEDS runs the seeds its plan gives it.
 # Each run has its own directory runs/<page>/<arm>/seed_<k> (the plans' paths): rerunning resumes
 # an unfinished run from its newest checkpoint and skips a finished one. Logs:
-# runs/<page>/logs/<arm>.seed_<k>.log. Evaluation and tables: the commands on each page.
+# runs/<page>/logs/<arm>.seed_<k>.log. Each run is named after its arm (name=<arm>), so
+# aggregate.py --group-by name tells the arms apart.
+#
+# ANALYSE=1 (pages only) plays the plans' evaluations of the runs that are here: experts_eval.py
+# in the training env (200 layouts from seed 777, greedy and sampled, beside the experts with
+# --partners) into social_<page>_eval.csv; eval_compare.py's t-intervals and the pass rules'
+# Welch tests into social_<page>_compare_{t,welch}.csv; aggregate.py's curves into
+# social_<page>_<metric>_*.csv; and the plans' frozen evaluations alone (R2, R5, R7) or in the
+# transfer envs (R6) into one evaluate.py table per run under social_<page>/. DRY=1 prints them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/results/lanes.sh
@@ -73,9 +82,132 @@ queue() {  # queue ARM SEEDS: one run per seed (SEEDS comma-separated)
   for seed in ${2//,/ }; do
     [[ $seed =~ ^[0-9]+$ ]] || { echo "seed '$seed' of arm '$arm' must be a whole number" >&2; exit 2; }
     lane_add "$OUT/${dir%%/*}/logs/${dir#*/}.seed_$seed.log" \
-      "$PY experiments/train.py $args seed=$seed $COMMON hydra.run.dir=$OUT/$dir/seed_$seed"
+      "$PY experiments/train.py $args name=$arm seed=$seed $COMMON hydra.run.dir=$OUT/$dir/seed_$seed"
   done
 }
+
+RESULTS=experiments/results
+EVAL="--episodes 200 --seed 777"
+ALONE="--transfer MarlGrid-GoalCycle-13x13-v0 --partners none --episodes 200 --greedy --seed 777"
+ALONE="$ALONE --target-setting size=7 --target-setting max_steps=100"
+GC4="--transfer MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0 --partners oracle --partners none"
+GC4="$GC4 --target-setting size=7 --target-setting max_steps=100 --episodes 200 --greedy --seed 777"
+SUITE="--conditions social_transfer --episodes 200 --greedy --seed 777"
+
+step() {  # step COMMAND...: print it, and run it unless DRY
+  echo "$*"
+  [[ -n ${DRY:-} ]] || OMP_NUM_THREADS=1 eval "$*"
+}
+
+here() {  # here FOLDER...: the run directories under runs/<FOLDER> that exist, one per line
+  local folder dir
+  for folder in "$@"; do
+    for dir in "$OUT/$folder"/seed_*; do [[ -d $dir ]] && echo "$dir"; done
+  done
+  return 0
+}
+
+evaluate() {  # evaluate PAGE [experts_eval options]: the page's runs in their training env
+  local page=$1 runs
+  shift
+  mapfile -t runs < <(here "${ARM_DIRS[@]/#/$page/}")
+  [[ ${#runs[@]} -gt 0 ]] || { echo "no runs of $page under $OUT/$page" >&2; return 0; }
+  step "$PY $RESULTS/experts_eval.py ${runs[*]} $EVAL $* --csv $RESULTS/social_${page}_eval.csv"
+}
+
+frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per run, one table each
+  local page=$1 tag=$2 options=$3 run name
+  shift 3
+  for run in $(here "$@"); do
+    name=${run#"$OUT"/}  # <page>/<arm>/seed_<k> -> <page>_<arm>_seed_<k>
+    step "$PY experiments/evaluate.py $run $options --table $RESULTS/social_$page/${name//\//_}_$tag.csv"
+  done
+}
+
+curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against env steps
+  local page=$1 metric folders=()
+  shift
+  for folder in "$@"; do [[ -d $OUT/$folder ]] && folders+=("$OUT/$folder"); done
+  [[ ${#folders[@]} -gt 0 ]] || return 0
+  for metric in episodic_return social/rewards_agent_0 social/penalties_agent_0; do
+    step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
+--smooth 5 --include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
+  done
+}
+
+compare() {  # compare PAGE CSVS WELCH...: t-intervals of return and correct entries, Welch
+  local page=$1 csvs=$2 csv
+  shift 2
+  for csv in $csvs; do  # a page compared with another waits for the other's evaluation
+    [[ -f $csv || -n ${DRY:-} ]] || { echo "skipped social_${page}_compare: no $csv" >&2; return 0; }
+  done
+  step "$PY $RESULTS/eval_compare.py $csvs --metric return --metric rewards $* \
+--out $RESULTS/social_${page}_compare"
+}
+
+analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that are here
+  local page=$1 entry zero
+  ARM_DIRS=()
+  for entry in "${ARMS[@]}"; do
+    [[ ${entry%%|*} == "${page}_"* ]] && ARM_DIRS+=("$(cut -d'|' -f2 <<<"$entry" | cut -d/ -f2)")
+  done
+  local r1=$RESULTS/social_r1_eval.csv r2=$RESULTS/social_r2_eval.csv
+  local r3=$RESULTS/social_r3_eval.csv
+  case $page in
+    r1)
+      evaluate r1
+      zero=$(here r1/penalty_0 | tr '\n' ' ')  # the penalty-0 learners, played at 1.5
+      [[ -z $zero ]] || step "$PY $RESULTS/experts_eval.py $zero$EVAL --rule penalty=1.5 \
+--csv $RESULTS/social_r1_eval_penalty0_at_1.5.csv"
+      compare r1 "$r1" --welch r1/penalty_0 r1/penalty_1.5
+      curves r1 r1/penalty_1.5 r1/penalty_0 ;;
+    r2)
+      evaluate r2 --partners
+      frozen r2 alone "$ALONE" r2/social
+      compare r2 "$r1 $r2" --welch r2/social r1/penalty_1.5
+      curves r2 r2/social r1/penalty_1.5 ;;
+    r3)
+      evaluate r3 --partners
+      compare r3 "$r2 $r3" --welch r3/social_aux r2/social --welch r3/social_aux r3/alone_aux \
+        --welch r3/social_aux r3/social_autoencoder
+      curves r3 r3/social_aux r2/social r3/alone_aux r3/social_autoencoder ;;
+    r5)
+      evaluate r5 --partners
+      frozen r5 alone "$ALONE" r5/bc
+      compare r5 "$r3 $RESULTS/social_r5_eval.csv" --welch r3/social_aux r5/bc
+      curves r5 r5/bc ;;
+    r7)
+      frozen r7 alone "$ALONE" r7/mixed r3/alone_aux
+      curves r7 r7/mixed r3/alone_aux ;;
+    r8)
+      evaluate r8 --partners
+      compare r8 "$r3 $RESULTS/social_r8_eval.csv" --welch r8/eps_0.3 r3/alone_aux \
+        --welch r8/eps_0.6 r3/alone_aux
+      curves r8 r8/eps_0.3 r8/eps_0.6 r3/alone_aux ;;
+    hidden_goal)
+      evaluate hidden_goal --partners
+      compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
+        --welch hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert
+      curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
+      for metric in social/repeat_expert_excess_agent_0 social/follow_expert_agent_0; do
+        [[ -d $OUT/hidden_goal ]] || break
+        step "$PY experiments/aggregate.py $OUT/hidden_goal --group-by name --metric $metric \
+--last 20 --include-unfinished --out $RESULTS/social_hidden_goal_${metric##*/}"
+      done ;;
+    r6)  # R1's, R3's and R5's agents and the expert recipe's, frozen in the transfer envs
+      frozen r6 gc4 "$GC4" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc experts/goal_cycle_expert
+      frozen r6 suite "$SUITE" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc \
+        experts/goal_cycle_expert ;;
+  esac
+}
+
+if [[ -n ${ANALYSE:-} ]]; then
+  for item in "$@"; do
+    [[ $PAGES == *" $item "* || $item == r6 ]] || { echo "ANALYSE takes pages:$PAGES r6" >&2; exit 2; }
+  done
+  for item in "$@"; do analyse "$item"; done
+  exit 0
+fi
 
 for item in "$@"; do  # every item checked before anything runs
   if [[ $PAGES != *" $item "* ]] && ! arm_field "${item%%:*}" 1 >/dev/null; then
