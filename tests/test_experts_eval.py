@@ -155,7 +155,7 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     out = experts_plot.plot(tmp_path, experts_plot.FIGURES[0], tmp_path / "fig.png")
     assert out.stat().st_size > 10_000
     # part 2's arms read their own setups' baselines: 13x13 / 250 steps, and 4 tiles
-    full, tiles4 = experts_plot.FIGURES[1].arms.values()
+    full, tiles4, _ = experts_plot.FIGURES[1].arms.values()
     assert experts_plot.baselines(baselines, full.setup, full.policies) == pytest.approx(
         {"discoverer": 22.8733, "reward_blind": 9.4683}
     )

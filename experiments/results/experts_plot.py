@@ -60,16 +60,19 @@ FIGURES = (
     Figure(
         "experts_part2",
         {
-            "scale=full": Arm(
+            "name=goal_cycle_expert,scale=full": Arm(
                 "13x13 / 250 steps / 3 tiles (1 seed)",
                 setup=("13", "250", "3"),
                 policies=("discoverer", "reward_blind"),
             ),
-            "scale=small": Arm(
-                "7x7 / 100 steps / 4 tiles (2 seeds)",
+            "name=goal_cycle_expert,scale=small": Arm(
+                "7x7 / 100 steps / 4 tiles (1 seed)",
                 "goal_cycle_baselines_4tiles.csv",
                 ("7", "100", "4"),
                 ("discoverer", "reward_blind"),
+            ),
+            "name=goal_cycle_expert_tile_curriculum,scale=small": Arm(
+                "7x7, 3 tiles then 4 from 2M (probe, 1 seed)", policies=()
             ),
         },
         "The recipe on the canonical task and with 4 tiles: mean over seeds, 95% Student-t band",

@@ -29,6 +29,9 @@ declare -A ARMS=(
   [control]="experiment=goal_cycle_expert_fixed_penalty scale=small"
   [canonical]="experiment=goal_cycle_expert"
   [tiles4]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"
+  [tile_curriculum]="experiment=goal_cycle_expert scale=small \
+'curriculum.n_goals={mode: step, points: [[0, 3], [2000000, 4]]}' \
+name=goal_cycle_expert_tile_curriculum"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -39,10 +42,12 @@ agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' to
 declare -A DIRS=(
   [recipe]=goal_cycle_expert [control]=goal_cycle_expert_fixed_penalty
   [canonical]=goal_cycle_expert_13x13 [tiles4]=goal_cycle_expert_4tiles
+  [tile_curriculum]=goal_cycle_expert_tile_curriculum
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 if [[ ${PART:-1} == 2 ]]; then
-  DEFAULT=(canonical:1 tiles4:1 tiles4:2 novice_trained:1 novice_oracles:1)
+  # (2026-12-05: after 4-tile seed 1, the tile-curriculum probe ran instead of 4-tile seed 2)
+  DEFAULT=(canonical:1 tiles4:1 tile_curriculum:1 novice_trained:1 novice_oracles:1)
 else  # the plan's order: recipe seeds first, controls after
   DEFAULT=(recipe:1 recipe:2 recipe:3 control:1 recipe:4 control:2 recipe:5 control:3 control:4
            control:5)  # fmt: skip
@@ -57,7 +62,7 @@ existing() {  # existing ARM...: the run directories of these arms that exist
 }
 
 analyse() {  # each part whose runs exist here: evaluation, curves, tables, figure
-  local eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs metric stem
+  local eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs metric stem arm
   mapfile -t runs < <(existing recipe control)
   if [[ ${#runs[@]} -gt 0 ]]; then
     OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
@@ -75,15 +80,20 @@ analyse() {  # each part whose runs exist here: evaluation, curves, tables, figu
       rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
     done
   fi
-  mapfile -t runs < <(existing canonical tiles4)
+  mapfile -t runs < <(existing canonical tiles4 tile_curriculum)
   if [[ ${#runs[@]} -gt 0 ]]; then  # part 2: 13x13 is scale=full, 4 tiles scale=small
+    # every 4-tile run at its last stage (4 tiles); the 13x13 run has 3
     OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
       --csv "$RESULTS/experts_eval_part2.csv"
+    local folders=()
+    for arm in canonical tiles4 tile_curriculum; do
+      [[ -d $OUT/${DIRS[$arm]} ]] && folders+=("$OUT/${DIRS[$arm]}")
+    done
     for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
       stem=${metric##*/}
-      OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[canonical]}" \
-        "$OUT/${DIRS[tiles4]}" --group-by scale --metric "$metric" --last 20 --smooth 5 \
-        --include-unfinished --out "$RESULTS/experts_part2_$stem"
+      OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${folders[@]}" --group-by name,scale \
+        --metric "$metric" --last 20 --smooth 5 --include-unfinished \
+        --out "$RESULTS/experts_part2_$stem"
       rm -f "$RESULTS/experts_part2_$stem.md" "$RESULTS/experts_part2_$stem.png"
     done
   fi
