@@ -36,11 +36,9 @@ def read(path: Path) -> list[dict[str, str]]:
 
 
 def write(path: Path, header: tuple[str, ...], rows: list[list[object]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    print(f"wrote {path.relative_to(RESULTS)} ({len(rows)} rows)")
+    from marlgrid.analysis.report import write_csv
+
+    print(f"wrote {write_csv(path, header, rows).relative_to(RESULTS)} ({len(rows)} rows)")
 
 
 def popgym_by_memory() -> None:

@@ -19,6 +19,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from marlgrid.analysis.report import write_csv
 from marlgrid.analysis.stats import t_interval, welch
 
 SEED_DIR = re.compile(r"seed_(\d+)$")
@@ -98,11 +99,7 @@ def welch_rows(
 
 
 def write(path: Path, header: tuple[str, ...], rows: list[list[object]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    print(f"wrote {path}")
+    print(f"wrote {write_csv(path, header, rows)}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from marlgrid.analysis.report import write_csv
 from marlgrid.analysis.stats import bands, welch
 
 RESULTS = Path(__file__).resolve().parent
@@ -99,10 +100,7 @@ def welch_rows(groups: dict[str, list[dict[str, str]]], value: str) -> list[list
 
 
 def write(path: Path, header: tuple[str, ...], rows: list[list[object]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
+    write_csv(path, header, rows)
 
 
 def main() -> None:

@@ -254,13 +254,22 @@ def show_and_write_rows(rows: Sequence[Mapping[str, object]], path: Path | None 
             writer.writerows(rows)
 
 
+def write_csv(path: str | Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
+    """Write ``rows`` under ``header`` as CSV at ``path``; returns the path."""
+    path = Path(path)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
 def write_welch_csv(path: Path, results: Sequence[WelchResult]) -> None:
     """Welch's tests, one line per pair of conditions."""
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(("a", "b", "n_a", "n_b", "mean_a", "mean_b", "welch_t", "p"))
-        for w in results:
-            writer.writerow([w.a, w.b, w.n_a, w.n_b, w.mean_a, w.mean_b, w.t, w.p])
+    header = ("a", "b", "n_a", "n_b", "mean_a", "mean_b", "welch_t", "p")
+    write_csv(
+        path, header, [[w.a, w.b, w.n_a, w.n_b, w.mean_a, w.mean_b, w.t, w.p] for w in results]
+    )
 
 
 def write_curves_csv(path: Path, curves: Sequence[CurveSet]) -> None:
