@@ -127,11 +127,13 @@ frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per run, on
 curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against env steps
   local page=$1 metric folders=()
   shift
-  for folder in "$@"; do [[ -d $OUT/$folder ]] && folders+=("$OUT/$folder"); done
+  for folder in "$@"; do [[ -n $(here "$folder") ]] && folders+=("$OUT/$folder"); done
   [[ ${#folders[@]} -gt 0 ]] || return 0
   for metric in episodic_return social/rewards_agent_0 social/penalties_agent_0; do
     step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
 --smooth 5 --include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
+    # the CSVs and the figure stay; aggregate's own page would sit beside the result pages
+    step "rm -f $RESULTS/social_${page}_${metric##*/}.md"
   done
 }
 
@@ -193,6 +195,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
         [[ -d $OUT/hidden_goal ]] || break
         step "$PY experiments/aggregate.py $OUT/hidden_goal --group-by name --metric $metric \
 --last 20 --include-unfinished --out $RESULTS/social_hidden_goal_${metric##*/}"
+        step "rm -f $RESULTS/social_hidden_goal_${metric##*/}.md"
       done ;;
     r6)  # R1's, R3's and R5's agents and the expert recipe's, frozen in the transfer envs
       frozen r6 gc4 "$GC4" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc experts/goal_cycle_expert
