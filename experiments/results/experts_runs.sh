@@ -54,11 +54,9 @@ else  # the plan's order: recipe seeds first, controls after
 fi
 
 existing() {  # existing ARM...: the run directories of these arms that exist
-  local arm dir
-  for arm in "$@"; do
-    for dir in "$OUT/${DIRS[$arm]}"/seed_*; do [[ -d $dir ]] && echo "$dir"; done
-  done
-  return 0
+  local arm folders=()
+  for arm in "$@"; do folders+=("$OUT/${DIRS[$arm]}"); done
+  run_dirs "${folders[@]}"
 }
 
 analyse() {  # each part whose runs exist here: evaluation, curves, tables, figure

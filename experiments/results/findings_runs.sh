@@ -99,12 +99,8 @@ step() {  # step COMMAND...: print it, and run it unless DRY
   [[ -n ${DRY:-} ]] || OMP_NUM_THREADS=1 eval "$*"
 }
 
-here() {  # here FOLDER...: the run directories under runs/<FOLDER> that exist, one per line
-  local folder dir
-  for folder in "$@"; do
-    for dir in "$OUT/$folder"/seed_*; do [[ -d $dir ]] && echo "$dir"; done
-  done
-  return 0
+here() {  # here FOLDER...: the run directories under $OUT/<FOLDER> that exist, one per line
+  run_dirs "${@/#/$OUT/}"
 }
 
 evaluate() {  # evaluate PAGE [experts_eval options]: the page's runs in their training env

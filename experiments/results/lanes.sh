@@ -28,3 +28,11 @@ lanes_run() {  # lanes_run [FILE]: print the queue (also to FILE); with DRY set,
   [[ -z ${DRY:-} ]] || return 0
   printf '%s\0' "${LANE_CMDS[@]}" | xargs -0 -P "${JOBS:-2}" -n 1 bash -c 'eval "$1"' _
 }
+
+run_dirs() {  # run_dirs FOLDER...: the run directories FOLDER/seed_* that exist, one per line
+  local folder dir
+  for folder in "$@"; do
+    for dir in "$folder"/seed_*; do [[ -d $dir ]] && echo "$dir"; done
+  done
+  return 0
+}
