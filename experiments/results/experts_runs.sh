@@ -5,6 +5,7 @@
 #   bash experiments/results/experts_runs.sh recipe:1 control:1   # some runs only (ARM:SEED)
 #   PART=2 bash experiments/results/experts_runs.sh   # part 2: 13x13 seed 1, 4 tiles seeds 1-2,
 #                                                     # a novice beside trained experts / oracles
+#   PART=3 bash experiments/results/experts_runs.sh   # part 3: 4 tiles, gated penalty, seeds 1-2
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -32,6 +33,9 @@ declare -A ARMS=(
   [tile_curriculum]="experiment=goal_cycle_expert scale=small \
 'curriculum.n_goals={mode: step, points: [[0, 3], [2000000, 4]]}' \
 name=goal_cycle_expert_tile_curriculum"
+  [tiles4_gated]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 \
+curriculum=penalty_staged curriculum.penalty.points=null curriculum.penalty.threshold=8.0 \
+'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]' name=goal_cycle_expert_gated"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -42,10 +46,12 @@ agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' to
 declare -A DIRS=(
   [recipe]=goal_cycle_expert [control]=goal_cycle_expert_fixed_penalty
   [canonical]=goal_cycle_expert_13x13 [tiles4]=goal_cycle_expert_4tiles
-  [tile_curriculum]=goal_cycle_expert_tile_curriculum
+  [tile_curriculum]=goal_cycle_expert_tile_curriculum [tiles4_gated]=goal_cycle_expert_4tiles_gated
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
-if [[ ${PART:-1} == 2 ]]; then
+if [[ ${PART:-1} == 3 ]]; then
+  DEFAULT=(tiles4_gated:1 tiles4_gated:2)
+elif [[ ${PART:-1} == 2 ]]; then
   # (2026-12-05: after 4-tile seed 1, the tile-curriculum probe ran instead of 4-tile seed 2)
   DEFAULT=(canonical:1 tiles4:1 tile_curriculum:1 novice_trained:1 novice_oracles:1)
 else  # the plan's order: recipe seeds first, controls after
@@ -57,6 +63,23 @@ existing() {  # existing ARM...: the run directories of these arms that exist
   local arm folders=()
   for arm in "$@"; do folders+=("$OUT/${DIRS[$arm]}"); done
   run_dirs "${folders[@]}"
+}
+
+analyse_arms() {  # analyse_arms PART ARM...: the evaluation and curves of these arms' runs
+  local part=$1 eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs folders=() arm metric stem
+  shift
+  mapfile -t runs < <(existing "$@")
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
+    --csv "$RESULTS/experts_eval_$part.csv"
+  for arm in "$@"; do [[ -d $OUT/${DIRS[$arm]} ]] && folders+=("$OUT/${DIRS[$arm]}"); done
+  for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
+    stem=${metric##*/}
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${folders[@]}" --group-by name,scale \
+      --metric "$metric" --last 20 --smooth 5 --include-unfinished \
+      --out "$RESULTS/experts_${part}_$stem"
+    rm -f "$RESULTS/experts_${part}_$stem.md" "$RESULTS/experts_${part}_$stem.png"
+  done
 }
 
 analyse() {  # each part whose runs exist here: evaluation, curves, tables, figure
@@ -78,23 +101,10 @@ analyse() {  # each part whose runs exist here: evaluation, curves, tables, figu
       rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
     done
   fi
-  mapfile -t runs < <(existing canonical tiles4 tile_curriculum)
-  if [[ ${#runs[@]} -gt 0 ]]; then  # part 2: 13x13 is scale=full, 4 tiles scale=small
-    # every 4-tile run at its last stage (4 tiles); the 13x13 run has 3
-    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
-      --csv "$RESULTS/experts_eval_part2.csv"
-    local folders=()
-    for arm in canonical tiles4 tile_curriculum; do
-      [[ -d $OUT/${DIRS[$arm]} ]] && folders+=("$OUT/${DIRS[$arm]}")
-    done
-    for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
-      stem=${metric##*/}
-      OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${folders[@]}" --group-by name,scale \
-        --metric "$metric" --last 20 --smooth 5 --include-unfinished \
-        --out "$RESULTS/experts_part2_$stem"
-      rm -f "$RESULTS/experts_part2_$stem.md" "$RESULTS/experts_part2_$stem.png"
-    done
-  fi
+  # part 2: 13x13 is scale=full, 4 tiles scale=small; every 4-tile run is evaluated at its
+  # last stage (4 tiles); the 13x13 run has 3
+  analyse_arms part2 canonical tiles4 tile_curriculum
+  analyse_arms part3 tiles4_gated
   mapfile -t runs < <(existing novice_trained novice_oracles)
   if [[ ${#runs[@]} -gt 0 ]]; then  # the novice and, in the same episodes, its two experts
     OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" --partners \
