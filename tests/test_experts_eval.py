@@ -165,6 +165,16 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     experts_plot.main(["--results", str(tmp_path), "--out-dir", str(tmp_path)])
     assert (tmp_path / "experts_curves.png").exists()
     assert not (tmp_path / "experts_part2_curves.png").exists()  # no part-2 CSVs: skipped
+    # part 3 draws part 2's 4-tile run from part 2's CSVs beside its own arm
+    part3 = experts_plot.FIGURES[2]
+    gated, fixed = part3.arms
+    part3_csv, part2_csv = (tmp_path / f"experts_part{k}_rewards_curves.csv" for k in (3, 2))
+    part3_csv.write_text(header + f'"{gated}",0,2,3,2,4,3,nan,nan\n')
+    assert list(experts_plot.arm_curves(tmp_path, part3, "rewards")) == [gated]
+    part2_csv.write_text(header + f'"{fixed}",0,1,5,nan,nan,5,nan,nan\n')
+    found = experts_plot.arm_curves(tmp_path, part3, "rewards")
+    assert [row[:2] for row in found[fixed]] == [(0.0, 5.0)]
+    assert found[gated] == [(0.0, 3.0, 2.0, 4.0)]
 
 
 def test_rows_are_printed_and_written_and_no_rows_do_not_leave_an_old_file(tmp_path, capsys):

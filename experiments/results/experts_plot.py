@@ -1,13 +1,14 @@
 """The figures of ``experts.md``: return, correct entries, penalties and the curriculum's penalty
 against env steps, from the committed curve CSVs alone.
 
-    python experiments/results/experts_plot.py     # experts_curves.png and experts_part2_curves.png
+    python experiments/results/experts_plot.py   # experts_curves.png, experts_part{2,3}_curves.png
 
 Part 1 (``experts_curves.png``) draws recipe beside control from
 ``experts_train_<metric>_curves.csv``; part 2 (``experts_part2_curves.png``) the canonical 13x13
-task beside 4 tiles from ``experts_part2_<metric>_curves.csv`` (``aggregate.py``'s output: the
-mean over seeds with its Student-t 95% band, none at one seed). The return panel carries the
-scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
+task beside 4 tiles from ``experts_part2_<metric>_curves.csv``; part 3
+(``experts_part3_curves.png``) the gated 4-tile runs beside part 2's 4-tile run (``aggregate.py``'s
+output: the mean over seeds with its Student-t 95% band, none at one seed). The return panel
+carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ class Arm(NamedTuple):
     baselines: str = "goal_cycle_baselines.csv"
     setup: tuple[str, str, str] = ("7", "100", "3")  # size, max_steps, n_goals
     policies: tuple[str, ...] = BASELINES
+    prefix: str | None = None  # its curve CSVs' prefix, when not the figure's
 
 
 class Figure(NamedTuple):
-    prefix: str  # the curve CSVs are <prefix>_<metric stem>_curves.csv
+    prefix: str  # the curve CSVs are <prefix>_<metric stem>_curves.csv (unless an arm says)
     arms: dict[str, Arm]  # condition label in the curve CSVs -> arm
     title: str
     out: str
@@ -78,6 +80,22 @@ FIGURES = (
         "The recipe on the canonical task and with 4 tiles: mean over seeds, 95% Student-t band",
         "experts_part2_curves.png",
     ),
+    Figure(
+        "experts_part3",
+        {
+            "name=goal_cycle_expert_gated,scale=small": Arm(
+                "4 tiles, penalty gated on the return",
+                "goal_cycle_baselines_4tiles.csv",
+                ("7", "100", "4"),
+                ("discoverer", "reward_blind"),
+            ),
+            "name=goal_cycle_expert,scale=small": Arm(
+                "4 tiles, fixed anneal (part 2, 1 seed)", policies=(), prefix="experts_part2"
+            ),
+        },
+        "4-tile experts, 7x7 / 100 steps: mean over seeds, 95% Student-t band",
+        "experts_part3_curves.png",
+    ),
 )
 
 
@@ -106,6 +124,20 @@ def baselines(
         }
 
 
+def arm_curves(
+    results: Path, figure: Figure, stem: str
+) -> dict[str, list[tuple[float, float, float, float]]]:
+    """The figure's arms' curves of one metric stem, each from its own prefix's CSV (an arm
+    whose CSV or condition is missing is left out)."""
+    out = {}
+    for condition, arm in figure.arms.items():
+        path = results / f"{arm.prefix or figure.prefix}_{stem}_curves.csv"
+        rows = read_curves(path).get(condition) if path.exists() else None
+        if rows:
+            out[condition] = rows
+    return out
+
+
 def plot(results: Path, figure: Figure, out: Path) -> Path:
     import matplotlib
 
@@ -114,11 +146,8 @@ def plot(results: Path, figure: Figure, out: Path) -> Path:
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     for ax, (stem, title) in zip(axes.flat, PANELS.items(), strict=True):
-        curves = read_curves(results / f"{figure.prefix}_{stem}_curves.csv")
-        for condition, arm in figure.arms.items():
-            rows = curves.get(condition)
-            if not rows:
-                continue
+        for condition, rows in arm_curves(results, figure, stem).items():
+            arm = figure.arms[condition]
             step, mean, low, high = zip(*rows, strict=True)
             (line,) = ax.plot(step, mean, label=arm.label)
             ax.fill_between(step, low, high, color=line.get_color(), alpha=0.2)
