@@ -13,6 +13,10 @@ committed per-run values alone, so no run directory is needed:
   columns named there);
 - writes ``<stem>_t.csv`` beside it (one line per condition and value column) and
   ``<stem>_welch.csv`` (Welch's t and two-sided p for every pair of conditions).
+
+A ``_runs.csv`` whose ``<stem>_final.csv`` already gives Student-t intervals (an ``interval``
+column: ``aggregate.py``'s output since it computes them) is left alone, so its own
+``_welch.csv`` is not overwritten.
 """
 
 from __future__ import annotations
@@ -50,6 +54,16 @@ def read_runs(path: Path) -> tuple[str, tuple[str, ...], list[dict[str, str]]] |
     if rows and {"condition", "seed", "final"} <= set(rows[0]):
         return "condition", ("final",), rows
     return None
+
+
+def has_t_intervals(runs_csv: Path) -> bool:
+    """Whether ``aggregate.py`` wrote t-intervals beside this per-run CSV (its ``_final.csv``
+    has an ``interval`` column)."""
+    final = runs_csv.with_name(runs_csv.name[: -len("_runs.csv")] + "_final.csv")
+    if not final.exists():
+        return False
+    with final.open(newline="", encoding="utf-8") as f:
+        return "interval" in next(csv.reader(f), [])
 
 
 def by_condition(rows: list[dict[str, str]], column: str) -> dict[str, list[dict[str, str]]]:
@@ -106,7 +120,7 @@ def write(path: Path, header: tuple[str, ...], rows: list[list[object]]) -> None
 def main() -> None:
     for path in sorted(RESULTS.rglob("*_runs.csv")):
         found = read_runs(path)
-        if found is None:
+        if found is None or (path.name not in CUSTOM and has_t_intervals(path)):
             continue
         condition, values, rows = found
         groups = by_condition(rows, condition)
