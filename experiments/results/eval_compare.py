@@ -94,7 +94,8 @@ def welch_rows(
             xa, xb = list(arms[a].values()), list(arms[b].values())
             t, p = welch(xa, xb)  # NaN where a side has one seed
             means = (sum(xa) / len(xa), sum(xb) / len(xb))
-            rows.append([a, b, metric, *(round(v, 4) for v in (*means, t, p))])
+            # p to 4 significant digits: a tiny p rounded to 4 places would read as 0
+            rows.append([a, b, metric, *(round(v, 4) for v in (*means, t)), float(f"{p:.4g}")])
     return rows
 
 

@@ -133,13 +133,13 @@ curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against e
   done
 }
 
-compare() {  # compare PAGE CSVS WELCH...: t-intervals of return and correct entries, Welch
+compare() {  # compare PAGE CSVS WELCH...: t-intervals of return, correct and wrong entries; Welch
   local page=$1 csvs=$2 csv
   shift 2
   for csv in $csvs; do  # a page compared with another waits for the other's evaluation
     [[ -f $csv || -n ${DRY:-} ]] || { echo "skipped social_${page}_compare: no $csv" >&2; return 0; }
   done
-  step "$PY $RESULTS/eval_compare.py $csvs --metric return --metric rewards $* \
+  step "$PY $RESULTS/eval_compare.py $csvs --metric return --metric rewards --metric penalties $* \
 --out $RESULTS/social_${page}_compare"
 }
 
@@ -157,6 +157,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       zero=$(here r1/penalty_0 | tr '\n' ' ')  # the penalty-0 learners, played at 1.5
       [[ -z $zero ]] || step "$PY $RESULTS/experts_eval.py $zero$EVAL --rule penalty=1.5 \
 --csv $RESULTS/social_r1_eval_penalty0_at_1.5.csv"
+      [[ -z $zero ]] || step "$PY $RESULTS/eval_compare.py $RESULTS/social_r1_eval_penalty0_at_1.5.csv \
+--metric return --metric rewards --metric penalties --out $RESULTS/social_r1_penalty0_at_1.5"
       compare r1 "$r1" --welch r1/penalty_0 r1/penalty_1.5
       curves r1 r1/penalty_1.5 r1/penalty_0 ;;
     r2)
