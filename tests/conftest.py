@@ -75,3 +75,16 @@ def step(env: MarlGridEnv, *actions: int):
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+def results_script(name: str):
+    """The module ``experiments/results/<name>.py``, loaded from its file (the result scripts are
+    not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / f"experiments/results/{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script

@@ -11,7 +11,7 @@ from marlgrid.config import ConfigError
 from marlgrid.constants import FORWARD, LEFT, RIGHT, TOGGLE
 from marlgrid.policies import make_policy, scripted_action
 from marlgrid.vector import VectorEnv
-from tests.conftest import HandMadeEnv, place
+from tests.conftest import HandMadeEnv, place, results_script
 
 # -- the action extra ----------------------------------------------------------------------
 
@@ -249,20 +249,8 @@ def test_reward_blind_ignores_rewards():
     assert walks[0] == walks[1]
 
 
-def _results_script(name: str):
-    """The module ``experiments/results/<name>.py``, loaded from its file."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / f"experiments/results/{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
 def test_the_baselines_script_plays_alone_in_the_one_agent_env():
-    script = _results_script("goal_cycle_baselines")
+    script = results_script("goal_cycle_baselines")
     alone = script.row(7, 40, 1.5, "alone", "oracle", episodes=4, seed=3)
     assert alone["condition"] == "alone" and alone["penalties_mean"] == 0.0
     assert alone["return_mean"] == alone["rewards_mean"] > 0  # the oracle never pays a penalty
@@ -274,7 +262,7 @@ def test_the_baselines_script_plays_alone_in_the_one_agent_env():
 
 
 def test_the_following_chance_script_separates_the_follower_from_a_random_novice():
-    script = _results_script("following_chance")
+    script = results_script("following_chance")
     follower = script.measure(13, 120, "follower", episodes=16, seed=1)
     random = script.measure(13, 120, "random", episodes=16, seed=1)
     assert set(script.METRICS) <= set(follower) and follower["novice"] == "follower"
@@ -283,7 +271,7 @@ def test_the_following_chance_script_separates_the_follower_from_a_random_novice
 
 
 def test_the_random_length_script_counts_each_env_copy_alike():
-    script = _results_script("random_length")
+    script = results_script("random_length")
     found = script.measure("MarlGrid-Empty-5x5-v0", 30, episodes=3, num_envs=4, seed=1)
     assert found["episodes"] == 12 and found["max_steps"] == 30
     assert 1 <= found["mean_length"] <= 30

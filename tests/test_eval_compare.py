@@ -4,7 +4,6 @@ evaluation CSVs of ``experts_eval.py``."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,9 @@ import pytest
 pytest.importorskip("scipy")
 
 from marlgrid.analysis.stats import t_interval, welch  # noqa: E402
+from tests.conftest import results_script  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location(
-    "eval_compare", ROOT / "experiments" / "results" / "eval_compare.py"
-)
-eval_compare = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(eval_compare)
+eval_compare = results_script("eval_compare")
 
 SOLO = [1.0, 1.2, 0.9]
 SOCIAL = [6.0, 8.5, 7.0]

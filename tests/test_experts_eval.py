@@ -4,7 +4,6 @@ its return split into correct entries and penalties."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,10 @@ from marlgrid.agents.training.trainer import (  # noqa: E402
     train,
 )
 from marlgrid.config import ConfigError  # noqa: E402
+from tests.conftest import results_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location(
-    "experts_eval", ROOT / "experiments" / "results" / "experts_eval.py"
-)
-experts_eval = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(experts_eval)
+experts_eval = results_script("experts_eval")
 
 
 def tiny_run(root: Path, **overrides) -> Path:
@@ -132,11 +128,7 @@ def test_a_missing_run_stops_it_before_any_run_is_played(run, tmp_path, capsys):
 
 
 def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "experts_plot", ROOT / "experiments" / "results" / "experts_plot.py"
-    )
-    experts_plot = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(experts_plot)
+    experts_plot = results_script("experts_plot")
     header = "condition,step,n,mean,mean_ci_low,mean_ci_high,iqm,iqm_ci_low,iqm_ci_high\n"
     rows = "".join(
         f"{c},{s},2,{v},{v - 1},{v + 1},{v},nan,nan\n"

@@ -4,19 +4,15 @@ aggregate's newer outputs (which carry their own t-intervals) left as they are."
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("scipy")
 
-ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location(
-    "t_intervals", ROOT / "experiments" / "results" / "t_intervals.py"
-)
-t_intervals = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(t_intervals)
+from tests.conftest import results_script  # noqa: E402
+
+t_intervals = results_script("t_intervals")
 
 
 def write_rows(path: Path, header: list[str], rows: list[list[object]]) -> None:
