@@ -105,6 +105,14 @@ analyse() {  # each part whose runs exist here: evaluation, curves, tables, figu
   # last stage (4 tiles); the 13x13 run has 3
   analyse_arms part2 canonical tiles4 tile_curriculum
   analyse_arms part3 tiles4_gated
+  local stage
+  for stage in 0.25 0.5 0.75; do  # the step at which each gated run reached a stage
+    [[ -d $OUT/${DIRS[tiles4_gated]} ]] || break
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[tiles4_gated]}" --group-by name \
+      --metric curriculum/penalty --threshold "$stage" --smooth 1 --include-unfinished \
+      --out "$RESULTS/experts_part3_stage_$stage"
+    rm -f "$RESULTS/experts_part3_stage_$stage".{md,png} "$RESULTS/experts_part3_stage_${stage}_curves.csv"
+  done
   mapfile -t runs < <(existing novice_trained novice_oracles)
   if [[ ${#runs[@]} -gt 0 ]]; then  # the novice and, in the same episodes, its two experts
     OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" --partners \
