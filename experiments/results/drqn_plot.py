@@ -20,7 +20,12 @@ Per run (``runs/drqn_results/<line>/seed_<k>``) it reads ``metrics.csv`` and ``t
   early, a biased sample).
 
 Per line, means come with Student-t 95% confidence intervals over seeds; curves are the mean
-over seeds with a shaded 95% CI band (seeds interpolated onto a common step or time grid). The
+over seeds with a shaded 95% CI band (seeds interpolated onto a common step or time grid).
+Lines without finished runs under ``--root`` keep their rows of ``drqn_summary.csv`` and their
+figures as they are (a figure is drawn only from all its lines), so rerunning some lines
+updates only theirs. With both lines of the 400-step soft-Q correction, its pre-registered
+Welch tests (DRQN against DQN: final length; steps to the threshold) go to
+``drqn_cl400_welch.csv``. The
 random policy's episode length is played on each env for reference; on Empty-8x8 the mean
 shortest-path length (BFS over position and heading, every start) is drawn too.
 """
@@ -34,8 +39,10 @@ import math
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import t as t_dist
 
 from marlgrid.analysis.runs import wall_seconds
+from marlgrid.analysis.stats import t_interval, welch
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -53,25 +60,59 @@ LINES = {
     "cl_dqn": ("DQN (memoryless), eps-greedy, PER", "cl"),
     "cl_drqn": ("DRQN (LSTM), eps-greedy, PER", "cl"),
     "cl_ppo": ("PPO-LSTM", "cl"),
+    "cl400_soft_dqn": ("DQN (memoryless), soft-Q Boltzmann alpha 0.005, PER", "cl400"),
+    "cl400_soft_drqn": ("DRQN (LSTM), soft-Q Boltzmann alpha 0.005, PER", "cl400"),
 }
 ENVS = {
     "e8": ("MarlGrid-Empty-8x8-v0", {"max_steps": 100}),
     "cl": ("MarlGrid-Cluttered-11x11-v0", {"max_steps": 100}),
+    "cl400": ("MarlGrid-Cluttered-11x11-v0", {"max_steps": 400}),  # the blog's protocol
 }
-THRESHOLDS = {"e8": 20.0, "cl": 30.0}  # skill: smoothed mean episode length at or below this
-#: two-sided 97.5% Student-t quantiles by degrees of freedom (normal beyond the table)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
+#: skill: smoothed mean episode length at or below this (cl400: a quarter of its step limit)
+THRESHOLDS = {"e8": 20.0, "cl": 30.0, "cl400": 100.0}
+#: the pre-registered DRQN-vs-DQN tests of the cl400 correction: (drqn line, dqn line)
+CL400_PAIR = ("cl400_soft_drqn", "cl400_soft_dqn")
+#: figure -> panels of (title, lines, env key, x axis: "step" or "time")
+FIGURES = {
+    "drqn_dqn_vs_drqn.png": [
+        ("Empty-8x8, 100-step limit", ["e8_dqn", "e8_drqn"], "e8", "step"),
+        ("Cluttered-11x11, 100-step limit", ["cl_dqn", "cl_drqn"], "cl", "step"),
+    ],
+    "drqn_cl400_soft.png": [
+        ("Cluttered-11x11, 400-step limit, soft-Q alpha 0.005 (the blog's protocol)",
+         ["cl400_soft_dqn", "cl400_soft_drqn"], "cl400", "step"),
+    ],
+    "drqn_per_vs_uniform.png": [
+        ("Empty-8x8: PER vs uniform", ["e8_drqn", "e8_drqn_uniform"], "e8", "step"),
+    ],
+    "drqn_temperature.png": [
+        ("Empty-8x8: soft-Q temperature",
+         ["e8_soft_a0.005", "e8_soft_a0.02", "e8_soft_a0.1", "e8_drqn"], "e8", "step"),
+    ],
+    "drqn_wallclock.png": [
+        ("Empty-8x8: wall-clock", ["e8_ppo", "e8_drqn", "e8_dqn"], "e8", "time"),
+        ("Cluttered-11x11: wall-clock", ["cl_ppo", "cl_drqn", "cl_dqn"], "cl", "time"),
+    ],
+}  # fmt: skip
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 
 
 def t_ci(values) -> tuple[float, float]:
-    """Mean and half-width of the Student-t 95% CI over ``values`` (nan-free; nan for < 2)."""
+    """Mean and half-width of the Student-t 95% CI over ``values`` (NaNs dropped; the
+    half-width is NaN below 2 values, both are NaN for none)."""
     v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
     if len(v) == 0:
         return float("nan"), float("nan")
-    if len(v) < 2:
-        return float(v.mean()), float("nan")
-    return float(v.mean()), T975.get(len(v) - 1, 1.96) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    low, high = t_interval(v)
+    return float(v.mean()), (high - low) / 2
+
+
+def t_half_width(ys: np.ndarray) -> np.ndarray:
+    """Half-width of the Student-t 95% CI of the mean over axis 0 (zeros for one row)."""
+    k = ys.shape[0]
+    if k < 2:
+        return np.zeros(ys.shape[1:])
+    return float(t_dist.ppf(0.975, k - 1)) * ys.std(0, ddof=1) / math.sqrt(k)
 
 
 def smooth(values: np.ndarray, window: int, weights: np.ndarray | None = None) -> np.ndarray:
@@ -216,13 +257,12 @@ def band(runs: list[Run], x: str, n: int = 200) -> tuple[np.ndarray, np.ndarray,
     lo, hi = max(v[0] for v in xs), min(v[-1] for v in xs)
     grid = np.linspace(lo, hi, n)
     ys = np.stack([np.interp(grid, getattr(r, x), r.length) for r in runs])
-    mean = ys.mean(0)
-    k = len(runs)
-    half = T975.get(k - 1, 1.96) * ys.std(0, ddof=1) / math.sqrt(k) if k > 1 else 0 * mean
-    return grid, mean, half
+    return grid, ys.mean(0), t_half_width(ys)
 
 
-def plot_lines(ax, lines, names, x="step", rand=None, thr=None, best=None) -> None:
+def plot_lines(
+    ax, lines, names, x="step", rand=None, thr=None, best=None, limit: float = 100
+) -> None:
     for i, name in enumerate(names):
         if name not in lines:
             continue
@@ -241,9 +281,27 @@ def plot_lines(ax, lines, names, x="step", rand=None, thr=None, best=None) -> No
         ax.axhline(thr, color="k", ls="--", lw=0.8, label=f"threshold {thr:.0f}")
     ax.set_xlabel("env steps (thousands)" if x == "step" else "training time (s, 2 shared cores)")
     ax.set_ylabel("episode length (steps; lower is better)")
-    ax.set_ylim(0, 105)  # the 100-step limit
+    ax.set_ylim(0, limit * 1.05)  # the step limit
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def write_cl400_welch(path: Path, drqn: list[Run], dqn: list[Run]) -> None:
+    """The correction's two pass rules as Welch tests, DRQN against DQN: the final length
+    (1a: DRQN lower) and the env steps to the threshold among the runs that reach it (1b:
+    DRQN larger; "not tested" there when either arm has fewer than 3 such runs)."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["metric", "n_drqn", "n_dqn", "mean_drqn", "mean_dqn", "welch_t", "p", "test"])
+        for metric, attr in (("final_length", "final"), ("steps_to_threshold", "steps_to")):
+            a = np.array([getattr(r, attr) for r in drqn], dtype=float)
+            b = np.array([getattr(r, attr) for r in dqn], dtype=float)
+            a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+            t, p = welch(a, b)
+            tested = metric == "final_length" or min(len(a), len(b)) >= 3
+            mean = lambda v: f"{v.mean():.2f}" if len(v) else "nan"  # noqa: E731
+            w.writerow([metric, len(a), len(b), mean(a), mean(b), f"{t:.4g}", f"{p:.4g}",
+                        "tested" if tested else "not tested (< 3 runs reach)"])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -262,43 +320,22 @@ def main(argv: list[str] | None = None) -> None:
     import matplotlib.pyplot as plt
 
     lines = load_lines(args.root, args)
-    rand = {k: random_length(k) for k in ENVS}
-    best = {"e8": shortest_length_empty(8), "cl": float("nan")}  # clutter: a new map each episode
-    figs = {
-        "drqn_dqn_vs_drqn.png": [
-            ("Empty-8x8, 100-step limit", ["e8_dqn", "e8_drqn"], "e8"),
-            ("Cluttered-11x11, 100-step limit", ["cl_dqn", "cl_drqn"], "cl"),
-        ],
-        "drqn_per_vs_uniform.png": [
-            ("Empty-8x8: PER vs uniform", ["e8_drqn", "e8_drqn_uniform"], "e8"),
-        ],
-        "drqn_temperature.png": [
-            (
-                "Empty-8x8: soft-Q temperature",
-                ["e8_soft_a0.005", "e8_soft_a0.02", "e8_soft_a0.1", "e8_drqn"],
-                "e8",
-            ),
-        ],  # fmt: skip
-    }
-    for fname, panels in figs.items():
+    rand = {k: random_length(k) for k in {LINES[name][1] for name in lines}}
+    # clutter: a new map each episode, no one shortest path
+    best = {"e8": shortest_length_empty(8), "cl": float("nan"), "cl400": float("nan")}
+    for fname, panels in FIGURES.items():
+        needed = {name for _, names, _, _ in panels for name in names}
+        if not needed <= set(lines):  # a figure is drawn from all its lines or left as it is
+            print(f"  {fname} left as it is: no runs of {sorted(needed - set(lines))}")
+            continue
         fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
-        for ax, (title, names, env) in zip(axes[0], panels, strict=True):
-            plot_lines(ax, lines, names, rand=rand[env], thr=THRESHOLDS[env], best=best[env])
-            ax.set_title(title)
+        for ax, (title, names, env, x) in zip(axes[0], panels, strict=True):
+            plot_lines(ax, lines, names, x=x, rand=rand[env], thr=THRESHOLDS[env], best=best[env],
+                       limit=ENVS[env][1]["max_steps"])  # fmt: skip
+            ax.set_title(title, fontsize=9)
         fig.tight_layout()
         fig.savefig(args.out / fname, dpi=110)
         plt.close(fig)
-
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
-    for ax, (title, names, env) in zip(axes, [
-        ("Empty-8x8: wall-clock", ["e8_ppo", "e8_drqn", "e8_dqn"], "e8"),
-        ("Cluttered-11x11: wall-clock", ["cl_ppo", "cl_drqn", "cl_dqn"], "cl"),
-    ], strict=True):  # fmt: skip
-        plot_lines(ax, lines, names, x="time", rand=rand[env], thr=THRESHOLDS[env], best=best[env])
-        ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(args.out / "drqn_wallclock.png", dpi=110)
-    plt.close(fig)
 
     if "e8_drqn_refresh" in lines:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
@@ -310,8 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         if runs:
             n = min(len(r.stale["cos"]) for r in runs)
             cos = np.stack([r.stale["cos"][:n] for r in runs])
-            k = len(runs)
-            half = T975.get(k - 1, 1.96) * cos.std(0, ddof=1) / math.sqrt(k) if k > 1 else 0
+            half = t_half_width(cos)
             x = runs[0].stale["step"][:n] / 1000
             a1.plot(x, cos.mean(0), color="k", lw=2, label="mean")
             a1.fill_between(x, cos.mean(0) - half, cos.mean(0) + half, color="k", alpha=0.15)
@@ -333,29 +369,37 @@ def main(argv: list[str] | None = None) -> None:
             "staleness_cos_first", "staleness_cos_last", "random_length", "shortest_length",
             "per_seed_final",
             "per_seed_greedy", "per_seed_steps_to", "per_seed_seconds_to"]  # fmt: skip
-    with (args.out / "drqn_summary.csv").open("w", newline="") as f:
+    rows: dict[str, list[object]] = {}
+    summary = args.out / "drqn_summary.csv"
+    if summary.is_file():  # the rows of lines without runs here stay as they were
+        with summary.open(newline="") as f:
+            rows = {r[0]: r for r in list(csv.reader(f))[1:] if r}
+    for name, runs in lines.items():
+        env = LINES[name][1]
+        fin, gr = t_ci([r.final for r in runs]), t_ci([r.greedy for r in runs])
+        auc, st = t_ci([r.auc for r in runs]), t_ci([r.steps_to for r in runs])
+        tt = t_ci([r.time_to for r in runs])
+        stale = [r.stale for r in runs if len(r.stale.get("cos", []))]
+        first = np.mean([s["cos"][0] for s in stale]) if stale else np.nan
+        last = np.mean([s["cos"][-1] for s in stale]) if stale else np.nan
+        fmt = lambda v: ";".join(f"{x:.1f}" for x in v)  # noqa: E731
+        rows[name] = [
+            name, LINES[name][0], ENVS[env][0], len(runs), int(runs[0].total_steps),
+            f"{fin[0]:.2f}", f"{fin[1]:.2f}", f"{gr[0]:.2f}", f"{gr[1]:.2f}",
+            f"{auc[0]:.2f}", f"{auc[1]:.2f}", THRESHOLDS[env],
+            sum(np.isfinite(r.steps_to) for r in runs), f"{st[0]:.0f}", f"{st[1]:.0f}",
+            f"{tt[0]:.1f}", f"{tt[1]:.1f}", f"{np.mean([r.total_time for r in runs]):.1f}",
+            f"{np.mean([r.wall for r in runs]):.1f}", f"{np.mean([r.sps for r in runs]):.0f}",
+            f"{first:.4f}", f"{last:.4f}", f"{rand[env]:.1f}", f"{best[env]:.1f}",
+            fmt([r.final for r in runs]), fmt([r.greedy for r in runs]),
+            fmt([r.steps_to for r in runs]), fmt([r.time_to for r in runs]),
+        ]  # fmt: skip
+    with summary.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
-        for name, runs in lines.items():
-            env = LINES[name][1]
-            fin, gr = t_ci([r.final for r in runs]), t_ci([r.greedy for r in runs])
-            auc, st = t_ci([r.auc for r in runs]), t_ci([r.steps_to for r in runs])
-            tt = t_ci([r.time_to for r in runs])
-            stale = [r.stale for r in runs if len(r.stale.get("cos", []))]
-            first = np.mean([s["cos"][0] for s in stale]) if stale else np.nan
-            last = np.mean([s["cos"][-1] for s in stale]) if stale else np.nan
-            fmt = lambda v: ";".join(f"{x:.1f}" for x in v)  # noqa: E731
-            w.writerow([
-                name, LINES[name][0], ENVS[env][0], len(runs), int(runs[0].total_steps),
-                f"{fin[0]:.2f}", f"{fin[1]:.2f}", f"{gr[0]:.2f}", f"{gr[1]:.2f}",
-                f"{auc[0]:.2f}", f"{auc[1]:.2f}", THRESHOLDS[env],
-                sum(np.isfinite(r.steps_to) for r in runs), f"{st[0]:.0f}", f"{st[1]:.0f}",
-                f"{tt[0]:.1f}", f"{tt[1]:.1f}", f"{np.mean([r.total_time for r in runs]):.1f}",
-                f"{np.mean([r.wall for r in runs]):.1f}", f"{np.mean([r.sps for r in runs]):.0f}",
-                f"{first:.4f}", f"{last:.4f}", f"{rand[env]:.1f}", f"{best[env]:.1f}",
-                fmt([r.final for r in runs]), fmt([r.greedy for r in runs]),
-                fmt([r.steps_to for r in runs]), fmt([r.time_to for r in runs]),
-            ])  # fmt: skip
+        w.writerows(rows[name] for name in LINES if name in rows)
+    if all(name in lines for name in CL400_PAIR):
+        write_cl400_welch(args.out / "drqn_cl400_welch.csv", *(lines[n] for n in CL400_PAIR))
     print(f"wrote {args.out / 'drqn_summary.csv'} ({len(lines)} lines) and figures")
     for name, runs in lines.items():
         fin = t_ci([r.final for r in runs])

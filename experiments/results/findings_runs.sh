@@ -133,6 +133,18 @@ curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against e
   done
 }
 
+following() {  # following PAGE FOLDER...: the novice's following measures against env steps
+  local page=$1 metric folders=()
+  shift
+  for folder in "$@"; do [[ -n $(here "$folder") ]] && folders+=("$OUT/$folder"); done
+  [[ ${#folders[@]} -gt 0 ]] || return 0
+  for metric in social/repeat_expert_excess_agent_0 social/follow_expert_agent_0; do
+    step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
+--include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
+    step "rm -f $RESULTS/social_${page}_${metric##*/}.md"
+  done
+}
+
 compare() {  # compare PAGE CSVS WELCH...: t-intervals of return, correct and wrong entries; Welch
   local page=$1 csvs=$2 csv
   shift 2
@@ -165,7 +177,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate r2 --partners
       frozen r2 alone "$ALONE" r2/social
       compare r2 "$r1 $r2" --welch r2/social r1/penalty_1.5
-      curves r2 r2/social r1/penalty_1.5 ;;
+      curves r2 r2/social r1/penalty_1.5
+      following r2 r2/social ;;
     r3)
       evaluate r3 --partners
       compare r3 "$r2 $r3" --welch r3/social_aux r2/social --welch r3/social_aux r3/alone_aux \
@@ -189,12 +202,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
         --welch hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert
       curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
-      for metric in social/repeat_expert_excess_agent_0 social/follow_expert_agent_0; do
-        [[ -d $OUT/hidden_goal ]] || break
-        step "$PY experiments/aggregate.py $OUT/hidden_goal --group-by name --metric $metric \
---last 20 --include-unfinished --out $RESULTS/social_hidden_goal_${metric##*/}"
-        step "rm -f $RESULTS/social_hidden_goal_${metric##*/}.md"
-      done ;;
+      following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux ;;
     r6)  # R1's, R3's and R5's agents and the expert recipe's, frozen in the transfer envs
       frozen r6 gc4 "$GC4" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc experts/goal_cycle_expert
       frozen r6 suite "$SUITE" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc \
