@@ -103,7 +103,7 @@ def _int_at_least(low: int):
     return parse
 
 
-def _rule(text: str) -> tuple[str, Any]:
+def rule_override(text: str) -> tuple[str, Any]:
     """An argparse type: ``NAME=VALUE``, a :class:`~marlgrid.Rules` field and a YAML value."""
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--rule",
-        type=_rule,
+        type=rule_override,
         action="append",
         default=[],
         metavar="NAME=VALUE",

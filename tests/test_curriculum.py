@@ -345,14 +345,14 @@ def test_training_logs_and_applies_a_linear_schedule_and_evaluation_plays_its_st
 def test_evaluate_cli_reads_rules_and_refuses_unknown_ones():
     import argparse
 
-    from experiments.evaluate import _rule
+    from experiments.evaluate import rule_override
 
-    assert _rule("penalty=1.5") == ("penalty", 1.5)
-    assert _rule("respawn=false") == ("respawn", False)
+    assert rule_override("penalty=1.5") == ("penalty", 1.5)
+    assert rule_override("respawn=false") == ("respawn", False)
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown rule\(s\) \['bogus'\]"):
-        _rule("bogus=1")
+        rule_override("bogus=1")
     with pytest.raises(argparse.ArgumentTypeError, match="expected NAME=VALUE"):
-        _rule("penalty")
+        rule_override("penalty")
 
 
 def test_resume_continues_a_threshold_schedule(tmp_path):
