@@ -6,6 +6,8 @@
 #   PART=2 bash experiments/results/experts_runs.sh   # part 2: 13x13 seed 1, 4 tiles seeds 1-2,
 #                                                     # a novice beside trained experts / oracles
 #   PART=3 bash experiments/results/experts_runs.sh   # part 3: 4 tiles, gated penalty, seeds 1-2
+#   PART=4 bash experiments/results/experts_runs.sh   # part 4: part 3 with 64-step BPTT chunks,
+#                                                     # and with a GTrXL core; seed 1 each
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -24,6 +26,10 @@ OUT=${OUT:-runs/experts}
 RESULTS=experiments/results
 COMMON="torch_threads=1 video=false logger.progress=false"
 
+# part 3's design: 4 tiles, the penalty raised a stage once the training return holds >= 8
+GATED="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 curriculum=penalty_staged \
+curriculum.penalty.points=null curriculum.penalty.threshold=8.0 \
+'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]'"
 # arm | overrides
 declare -A ARMS=(
   [recipe]="experiment=goal_cycle_expert scale=small"
@@ -33,9 +39,10 @@ declare -A ARMS=(
   [tile_curriculum]="experiment=goal_cycle_expert scale=small \
 'curriculum.n_goals={mode: step, points: [[0, 3], [2000000, 4]]}' \
 name=goal_cycle_expert_tile_curriculum"
-  [tiles4_gated]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 \
-curriculum=penalty_staged curriculum.penalty.points=null curriculum.penalty.threshold=8.0 \
-'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]' name=goal_cycle_expert_gated"
+  [tiles4_gated]="$GATED name=goal_cycle_expert_gated"
+  [tiles4_gated_chunk64]="$GATED agent.chunk_len=64 name=goal_cycle_expert_gated_chunk64"
+  [tiles4_gated_gtrxl]="$GATED agent.network.memory=gtrxl \
+agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -47,9 +54,13 @@ declare -A DIRS=(
   [recipe]=goal_cycle_expert [control]=goal_cycle_expert_fixed_penalty
   [canonical]=goal_cycle_expert_13x13 [tiles4]=goal_cycle_expert_4tiles
   [tile_curriculum]=goal_cycle_expert_tile_curriculum [tiles4_gated]=goal_cycle_expert_4tiles_gated
+  [tiles4_gated_chunk64]=goal_cycle_expert_4tiles_gated_chunk64
+  [tiles4_gated_gtrxl]=goal_cycle_expert_4tiles_gated_gtrxl
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
-if [[ ${PART:-1} == 3 ]]; then
+if [[ ${PART:-1} == 4 ]]; then
+  DEFAULT=(tiles4_gated_chunk64:1 tiles4_gated_gtrxl:1)
+elif [[ ${PART:-1} == 3 ]]; then
   DEFAULT=(tiles4_gated:1 tiles4_gated:2)
 elif [[ ${PART:-1} == 2 ]]; then
   # (2026-12-05: after 4-tile seed 1, the tile-curriculum probe ran instead of 4-tile seed 2)
@@ -113,6 +124,12 @@ analyse() {  # each part whose runs exist here: evaluation, curves, tables, figu
       --out "$RESULTS/experts_part3_stage_$stage"
     rm -f "$RESULTS/experts_part3_stage_$stage".{md,png} "$RESULTS/experts_part3_stage_${stage}_curves.csv"
   done
+  analyse_arms part4 tiles4_gated_chunk64 tiles4_gated_gtrxl
+  mapfile -t runs < <(existing tiles4_gated_chunk64 tiles4_gated_gtrxl)
+  if [[ ${#runs[@]} -gt 0 ]]; then  # part 4's measure: mistakes the episode had ruled out
+    OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
+      --episodes 200 --seed 777 --csv "$RESULTS/experts_part4_tile_memory.csv"
+  fi
   mapfile -t runs < <(existing novice_trained novice_oracles)
   if [[ ${#runs[@]} -gt 0 ]]; then  # the novice and, in the same episodes, its two experts
     OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" --partners \
