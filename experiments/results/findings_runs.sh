@@ -103,10 +103,23 @@ here() {  # here FOLDER...: the run directories under $OUT/<FOLDER> that exist, 
   run_dirs "${@/#/$OUT/}"
 }
 
-evaluate() {  # evaluate PAGE [experts_eval options]: the page's runs in their training env
+finished() {  # finished FOLDER...: the run directories under $OUT/<FOLDER> whose training ended
+  local runs
+  mapfile -t runs < <(here "$@")
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  $PY -c 'import sys
+from marlgrid.analysis.runs import COMPLETE, find_runs
+for run in find_runs(sys.argv[1:]).runs:
+    if run.status == COMPLETE:
+        print(run.path)
+    else:
+        print(f"not evaluated: {run.path} ({run.detail})", file=sys.stderr)' "${runs[@]}"
+}
+
+evaluate() {  # evaluate PAGE [experts_eval options]: the page's finished runs in their training env
   local page=$1 runs
   shift
-  mapfile -t runs < <(here "${ARM_DIRS[@]/#/$page/}")
+  mapfile -t runs < <(finished "${ARM_DIRS[@]/#/$page/}")
   [[ ${#runs[@]} -gt 0 ]] || { echo "no runs of $page under $OUT/$page" >&2; return 0; }
   step "$PY $RESULTS/experts_eval.py ${runs[*]} $EVAL $* --csv $RESULTS/social_${page}_eval.csv"
 }
@@ -222,6 +235,12 @@ for item in "$@"; do  # every item checked before anything runs
   if [[ $PAGES != *" $item "* ]] && ! arm_field "${item%%:*}" 1 >/dev/null; then
     echo "unknown page or arm '${item%%:*}'; pages:$PAGES; arms: run the script without arguments" >&2
     exit 2
+  fi
+  if [[ $item == *:* ]]; then
+    IFS=, read -ra seeds <<<"${item#*:}"
+    for seed in "${seeds[@]}"; do
+      [[ $seed =~ ^[0-9]+$ ]] || { echo "seed '$seed' of arm '${item%%:*}' must be a whole number" >&2; exit 2; }
+    done
   fi
 done
 for item in "$@"; do

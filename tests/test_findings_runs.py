@@ -1,0 +1,48 @@
+"""``experiments/results/findings_runs.sh``: its arms and pages are checked before anything
+runs, and its evaluations take only the runs whose training ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "experiments/results/findings_runs.sh"
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def run_script(*args: str, out: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "OUT": str(out), "PY": sys.executable, **env}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                          env=environ, cwd=ROOT, timeout=60)  # fmt: skip
+
+
+def fake_run(path: Path, last_step: int, total: int) -> None:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"name": "x", "total_timesteps": total}))
+    (path / "metrics.csv").write_text(f"step,charts/episodic_return\n{last_step},1.0\n")
+
+
+def test_unknown_arms_and_bad_seeds_are_refused_before_anything_runs(tmp_path) -> None:
+    done = run_script("r2_social", "r9_nothing", out=tmp_path, DRY="1")
+    assert done.returncode == 2 and "unknown page or arm 'r9_nothing'" in done.stderr
+    done = run_script("r2_social:1,x", out=tmp_path, DRY="1")
+    assert done.returncode == 2 and "seed 'x' of arm 'r2_social'" in done.stderr
+    assert not any(tmp_path.iterdir())  # nothing was queued or written
+
+
+def test_analysis_evaluates_finished_runs_only(tmp_path) -> None:
+    fake_run(tmp_path / "r2/social/seed_1", 1500, 1500)
+    fake_run(tmp_path / "r2/social_long/seed_1", 700, 5000)
+    done = run_script("r2", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    evaluation = next(line for line in done.stdout.splitlines() if "experts_eval.py" in line)
+    assert f"{tmp_path}/r2/social/seed_1" in evaluation
+    assert "social_long" not in evaluation
+    assert "not evaluated" in done.stderr and "700 of 5000" in done.stderr
