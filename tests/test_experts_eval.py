@@ -20,7 +20,6 @@ from marlgrid.agents.training.trainer import (  # noqa: E402
     TrainConfig,
     train,
 )
-from marlgrid.config import ConfigError  # noqa: E402
 from tests.conftest import results_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,10 +111,13 @@ def test_a_run_whose_every_agent_trained_has_empty_partner_columns(run, tmp_path
     assert all(isinstance(r["return"], float) for r in rows)
 
 
-@pytest.mark.parametrize("bad", ["penalty", "penalty=high", "=1.5"])
-def test_a_bad_rule_is_refused_naming_it(bad):
-    with pytest.raises(ConfigError, match="NAME=NUMBER"):
-        experts_eval.parse_rule(bad)
+@pytest.mark.parametrize("bad", ["penalty", "penalty=high", "=1.5", "bogus=1"])
+def test_a_bad_rule_is_refused_naming_it(run, bad, capsys):
+    with pytest.raises(SystemExit):
+        experts_eval.main([str(run), "--episodes", "4", "--rule", bad])
+    out, err = capsys.readouterr()
+    assert "--rule" in err and ("penalty" in err or "bogus" in err or "=1.5" in err)
+    assert out == ""  # refused before any run was played
 
 
 def test_a_missing_run_stops_it_before_any_run_is_played(run, tmp_path, capsys):

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from experiments.evaluate import rule_override
 from marlgrid.agents.training.checkpoint import CheckpointError
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
@@ -33,19 +35,8 @@ from marlgrid.config import ConfigError
 METRICS = ("return", "rewards", "penalties")
 
 
-def parse_rule(text: str) -> tuple[str, float]:
-    """``NAME=VALUE`` with a numeric value (the rules a goal-cycle expert is judged under)."""
-    name, sep, value = text.partition("=")
-    try:
-        if not (name and sep):
-            raise ValueError(text)
-        return name, float(value)
-    except ValueError:
-        raise ConfigError(f"--rule takes NAME=NUMBER, got {text!r}") from None
-
-
 def episode_metrics(
-    run: Path, greedy: bool, episodes: int, seed: int, rules: dict[str, float]
+    run: Path, greedy: bool, episodes: int, seed: int, rules: dict[str, Any]
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """``(episodes, agents)`` arrays of :data:`METRICS` for the run playing frozen: the
     learners' columns, and in the same episodes the other agents' (scripted or frozen)."""
@@ -92,7 +83,7 @@ def run_cost(run: Path) -> dict[str, object]:
 
 
 def summary_rows(
-    run: Path, episodes: int, seed: int, rules: dict[str, float], partners: bool = False
+    run: Path, episodes: int, seed: int, rules: dict[str, Any], partners: bool = False
 ) -> list[dict[str, object]]:
     """One row per mode (greedy, sampled): each metric's mean over the learners' agent-episodes
     and per agent; with ``partners``, the same for the other agents as ``partners_*`` columns."""
@@ -114,7 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=777, help="first layout seed")
-    parser.add_argument("--rule", action="append", default=[], help="NAME=VALUE, repeatable")
+    parser.add_argument(
+        "--rule", type=rule_override, action="append", default=[], metavar="NAME=VALUE",
+        help="a rule the runs play under (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--csv", type=Path)
     parser.add_argument(
         "--partners", action="store_true", help="also the agents the run did not train"
@@ -123,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.episodes < 1:
             raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
-        rules = dict(parse_rule(r) for r in args.rule)
+        rules = dict(args.rule)
         for run in args.runs:  # every run readable before the first is played
             SavedRun(run).train_config  # noqa: B018
         rows = [
