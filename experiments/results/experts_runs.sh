@@ -11,6 +11,7 @@
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
+#   PART=4 ANALYSE=1 bash experiments/results/experts_runs.sh # the same for one part only
 #
 # Two lanes of one torch thread (JOBS=2), the way the 2-core machine runs fastest. Resumable:
 # each run has its own directory runs/experts/<arm>/seed_<k>; rerunning resumes an unfinished run
@@ -58,6 +59,7 @@ declare -A DIRS=(
   [tiles4_gated_gtrxl]=goal_cycle_expert_4tiles_gated_gtrxl
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
+[[ ${PART:-} =~ ^[1-4]?$ ]] || { echo "PART must be 1, 2, 3 or 4 (got '$PART')" >&2; exit 2; }
 if [[ ${PART:-1} == 4 ]]; then
   DEFAULT=(tiles4_gated_chunk64:1 tiles4_gated_gtrxl:1)
 elif [[ ${PART:-1} == 3 ]]; then
@@ -93,59 +95,78 @@ analyse_arms() {  # analyse_arms PART ARM...: the evaluation and curves of these
   done
 }
 
-analyse() {  # each part whose runs exist here: evaluation, curves, tables, figure
-  local eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs metric stem arm
+analyse_part1() {  # the recipe and its fixed-penalty control
+  local eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs metric stem
   mapfile -t runs < <(existing recipe control)
-  if [[ ${#runs[@]} -gt 0 ]]; then
-    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
-      --csv "$RESULTS/experts_eval.csv"
-    local welch=(--welch name=goal_cycle_expert name=goal_cycle_expert_fixed_penalty)
-    for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
-      stem=${metric##*/}
-      # the control has no curriculum, so it logs no curriculum/penalty: no test for that one
-      [[ $metric == curriculum/penalty ]] && welch=()
-      OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[recipe]}" \
-        "$OUT/${DIRS[control]}" --group-by name --metric "$metric" --last 20 --smooth 5 \
-        "${welch[@]}" --include-unfinished --out "$RESULTS/experts_train_$stem"
-      # the page keeps the CSVs; its figures are experts_plot.py's, so aggregate's own page
-      # and figure are not kept beside them
-      rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
-    done
-  fi
-  # part 2: 13x13 is scale=full, 4 tiles scale=small; every 4-tile run is evaluated at its
-  # last stage (4 tiles); the 13x13 run has 3
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
+    --csv "$RESULTS/experts_eval.csv"
+  local welch=(--welch name=goal_cycle_expert name=goal_cycle_expert_fixed_penalty)
+  for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
+    stem=${metric##*/}
+    # the control has no curriculum, so it logs no curriculum/penalty: no test for that one
+    [[ $metric == curriculum/penalty ]] && welch=()
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[recipe]}" \
+      "$OUT/${DIRS[control]}" --group-by name --metric "$metric" --last 20 --smooth 5 \
+      "${welch[@]}" --include-unfinished --out "$RESULTS/experts_train_$stem"
+    # the page keeps the CSVs; its figures are experts_plot.py's, so aggregate's own page
+    # and figure are not kept beside them
+    rm -f "$RESULTS/experts_train_$stem.md" "$RESULTS/experts_train_$stem.png"
+  done
+}
+
+analyse_part2() {  # 13x13 is scale=full, 4 tiles scale=small; every 4-tile run is evaluated at
+  # its last stage (4 tiles); the 13x13 run has 3; then the novices beside their experts
+  local eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs
   analyse_arms part2 canonical tiles4 tile_curriculum
-  analyse_arms part3 tiles4_gated
+  mapfile -t runs < <(existing novice_trained novice_oracles)
+  [[ ${#runs[@]} -gt 0 ]] || return 0  # the novice and, in the same episodes, its two experts
+  OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" --partners \
+    --csv "$RESULTS/experts_eval_novice.csv"
+}
+
+analyse_part3() {  # the gated penalty, and the step at which each gated run reached a stage
   local stage
-  for stage in 0.25 0.5 0.75; do  # the step at which each gated run reached a stage
-    [[ -d $OUT/${DIRS[tiles4_gated]} ]] || break
+  analyse_arms part3 tiles4_gated
+  [[ -d $OUT/${DIRS[tiles4_gated]} ]] || return 0
+  for stage in 0.25 0.5 0.75; do
     OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[tiles4_gated]}" --group-by name \
       --metric curriculum/penalty --threshold "$stage" --smooth 1 --include-unfinished \
       --out "$RESULTS/experts_part3_stage_$stage"
     rm -f "$RESULTS/experts_part3_stage_$stage".{md,png} "$RESULTS/experts_part3_stage_${stage}_curves.csv"
   done
+}
+
+analyse_part4() {  # the memory probes, and their measure: mistakes the episode had ruled out
+  local runs
   analyse_arms part4 tiles4_gated_chunk64 tiles4_gated_gtrxl
   mapfile -t runs < <(existing tiles4_gated_chunk64 tiles4_gated_gtrxl)
-  if [[ ${#runs[@]} -gt 0 ]]; then  # part 4's measure: mistakes the episode had ruled out
-    OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
-      --episodes 200 --seed 777 --csv "$RESULTS/experts_part4_tile_memory.csv"
-  fi
-  mapfile -t runs < <(existing novice_trained novice_oracles)
-  if [[ ${#runs[@]} -gt 0 ]]; then  # the novice and, in the same episodes, its two experts
-    OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" --partners \
-      --csv "$RESULTS/experts_eval_novice.csv"
-  fi
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
+    --episodes 200 --seed 777 --csv "$RESULTS/experts_part4_tile_memory.csv"
+}
+
+analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
+  # then the derived tables and the figure
+  local part
+  for part in ${1:-1 2 3 4}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
-if [[ -n ${ANALYSE:-} ]]; then analyse; exit 0; fi  # set -e holds inside: a failing step stops it
+if [[ -n ${ANALYSE:-} ]]; then  # set -e holds inside: a failing step stops it
+  analyse "${PART:-}"
+  exit 0
+fi
 
 ITEMS=("$@")
 [[ ${#ITEMS[@]} -gt 0 ]] || ITEMS=("${DEFAULT[@]}")
-for item in "${ITEMS[@]}"; do
+for item in "${ITEMS[@]}"; do  # every item checked before anything is queued
   arm=${item%%:*} seed=${item##*:}
   [[ -n ${ARMS[$arm]:-} ]] || { echo "unknown arm '$arm' in '$item'; arms: ${!ARMS[*]}" >&2; exit 2; }
   [[ $seed =~ ^[0-9]+$ ]] || { echo "seed of '$item' must be a whole number" >&2; exit 2; }
+done
+for item in "${ITEMS[@]}"; do
+  arm=${item%%:*} seed=${item##*:}
   lane_add "$OUT/logs/${DIRS[$arm]}.seed_$seed.log" "$PY experiments/train.py ${ARMS[$arm]} \
 seed=$seed $COMMON hydra.run.dir=$OUT/${DIRS[$arm]}/seed_$seed"
 done
