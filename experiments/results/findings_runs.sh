@@ -190,8 +190,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate r2 --partners
       frozen r2 alone "$ALONE" r2/social
       compare r2 "$r1 $r2" --welch r2/social r1/penalty_1.5
-      curves r2 r2/social r1/penalty_1.5
-      following r2 r2/social ;;
+      curves r2 r2/social r1/penalty_1.5 r2/social_long
+      following r2 r2/social r2/social_long ;;
     r3)
       evaluate r3 --partners
       compare r3 "$r2 $r3" --welch r3/social_aux r2/social --welch r3/social_aux r3/alone_aux \
