@@ -63,6 +63,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 EXPERT = "experiments/experts/goal_cycle_7x7_3agents_curriculum_seed1.pt"
+FINDINGS_EXTRAS = "env.settings.agent.extras=[reward,action]"
 #: the loops: name -> (what it is, train.py overrides)
 LOOPS: dict[str, tuple[str, list[str]]] = {
     "canonical": (
@@ -80,6 +81,20 @@ LOOPS: dict[str, tuple[str, list[str]]] = {
             "scale=small",
             "roles=novice_with_trained_experts",
             f"roles.agent_1.checkpoint={EXPERT}",
+        ],
+    ),  # fmt: skip
+    "findings_novice": (
+        "the findings pages' novice (ppo_lstm_expert, reward and action inputs) beside 2 "
+        "scripted oracles, GoalCycle 7x7, 16 envs",
+        ["experiment=novice_with_experts", "scale=small", "agent=ppo_lstm_expert", FINDINGS_EXTRAS],
+    ),
+    "findings_novice_aux": (
+        "the same novice with the next-view loss (ppo_lstm_expert_aux, R3's arm A)",
+        [
+            "experiment=novice_with_experts",
+            "scale=small",
+            "agent=ppo_lstm_expert_aux",
+            FINDINGS_EXTRAS,
         ],
     ),  # fmt: skip
     "main_job": ("the README's main job: ppo_lstm (conv encoder) on the 7x7 T-maze, 8 envs", []),

@@ -171,6 +171,32 @@ def test_the_term_on_the_hand_made_buffer_is_the_masked_mean_of_its_errors():
 # -- the losses against hand computations --------------------------------------------------------
 
 
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+def test_symbolic_l1_l2_equal_the_one_hot_comparison_in_value_and_gradient(loss):
+    """symbolic_error's closed form (no one-hot built) against the error written out: the
+    sigmoid of the logits compared entry by entry with the one-hot ids (ids at or above a
+    channel's class count taken as its last class)."""
+    vocab = (16, 32, 8)
+    gen = torch.Generator().manual_seed(3)
+    logits = (3 * torch.randn(4, 5, 7, 7, sum(vocab), generator=gen)).requires_grad_()
+    view = torch.stack([torch.randint(0, high, (4, 5, 7, 7), generator=gen)
+                        for high in (20, 32, 9)], -1).to(torch.uint8)  # fmt: skip
+    codes = torch.minimum(view.long(), torch.tensor([15, 31, 7]))
+    onehot = torch.cat([torch.nn.functional.one_hot(codes[..., c], v)
+                        for c, v in enumerate(vocab)], -1).float()  # fmt: skip
+    gap = torch.sigmoid(logits) - onehot
+    expected = (gap.abs() if loss == "l1" else gap.square()).mean((-3, -2, -1))
+    weights = torch.rand(4, 5, generator=gen)  # any downstream use of the per-step errors
+    (expected_grad,) = torch.autograd.grad((expected * weights).sum(), logits)
+    got = symbolic_error(logits, view, vocab, loss)
+    (got_grad,) = torch.autograd.grad((got * weights).sum(), logits)
+    assert got.shape == (4, 5)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_grad, expected_grad, rtol=1e-5, atol=1e-8)
+    with pytest.raises(ValueError, match="'huber'"):
+        symbolic_error(logits, view, vocab, "huber")
+
+
 def test_ce_l1_l2_and_accuracy_by_hand():
     vocab = (2, 3, 1)
     view = torch.tensor([[[[1, 2, 0]]]], dtype=torch.uint8)  # one step, one cell

@@ -46,6 +46,7 @@ are right).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -161,15 +162,25 @@ def symbolic_error(logits: Tensor, view: Tensor, vocab: Sequence[int], loss: str
     ``l1``/``l2``, ``|sigmoid(logits) - onehot|`` (or squared), mean over cells and one-hot
     entries. Returns ``(...)``."""
     codes = _codes(view, vocab)
-    parts = logits.split(list(vocab), -1)
     if loss == "ce":
         ce = [
             F.cross_entropy(p.flatten(0, -2), codes[..., c].flatten(), reduction="none")
-            for c, p in enumerate(parts)
+            for c, p in enumerate(logits.split(list(vocab), -1))
         ]
         return torch.stack(ce, -1).view(*codes.shape).mean((-3, -2, -1))
-    onehot = torch.cat([F.one_hot(codes[..., c], v) for c, v in enumerate(vocab)], -1)
-    return _pointwise(torch.sigmoid(logits), onehot.to(logits.dtype), loss).mean((-3, -2, -1))
+    # Against a one-hot y, |s - y| is s off the target and 1 - s on it, (s - y)^2 is s^2 off it
+    # and s^2 - 2s + 1 on it: so the sum over a cell's entries is the sum of s (or s^2) over
+    # all of them, minus 2 s at each channel's target, plus 1 per channel. The same numbers as
+    # building the one-hot, without the one-hot (the costliest part of the term's elementwise
+    # work: a view's cells x sum(vocab) entries per step).
+    if loss not in ("l1", "l2"):
+        raise ValueError(f"loss must be 'ce', 'l1' or 'l2', got {loss!r}")
+    probs = torch.sigmoid(logits)
+    offsets = torch.tensor([0, *itertools.accumulate(vocab)][:-1], device=codes.device)
+    at_target = probs.gather(-1, codes + offsets)  # (..., h, w, 3)
+    total = (probs if loss == "l1" else probs.square()).sum(-1)
+    per_cell = total - 2 * at_target.sum(-1) + len(vocab)  # (..., h, w)
+    return per_cell.mean((-2, -1)) / sum(vocab)
 
 
 def symbolic_accuracy(logits: Tensor, view: Tensor, vocab: Sequence[int]) -> Tensor:
