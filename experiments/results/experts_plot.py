@@ -1,13 +1,14 @@
 """The figures of ``experts.md``: return, correct entries, penalties and the curriculum's penalty
 against env steps, from the committed curve CSVs alone.
 
-    python experiments/results/experts_plot.py   # experts_curves.png, experts_part{2,3}_curves.png
+    python experiments/results/experts_plot.py  # experts_curves.png, experts_part{2,3,4}_curves.png
 
 Part 1 (``experts_curves.png``) draws recipe beside control from
 ``experts_train_<metric>_curves.csv``; part 2 (``experts_part2_curves.png``) the canonical 13x13
 task beside 4 tiles from ``experts_part2_<metric>_curves.csv``; part 3
 (``experts_part3_curves.png``) the gated 4-tile runs beside part 2's 4-tile run (``aggregate.py``'s
-output: the mean over seeds with its Student-t 95% band, none at one seed). The return panel
+output: the mean over seeds with its Student-t 95% band, none at one seed); part 4
+(``experts_part4_curves.png``) the memory probes beside part 3's gated runs. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -95,6 +96,27 @@ FIGURES = (
         },
         "4-tile experts, 7x7 / 100 steps: mean over seeds, 95% Student-t band",
         "experts_part3_curves.png",
+    ),
+    Figure(
+        "experts_part4",
+        {
+            "name=goal_cycle_expert_gated_chunk64,scale=small": Arm(
+                "4 tiles, gated, 64-step BPTT chunks (1 seed)",
+                "goal_cycle_baselines_4tiles.csv",
+                ("7", "100", "4"),
+                ("discoverer", "reward_blind"),
+            ),
+            "name=goal_cycle_expert_gated_gtrxl,scale=small": Arm(
+                "4 tiles, gated, GTrXL core (1 seed)", policies=()
+            ),
+            "name=goal_cycle_expert_gated,scale=small": Arm(
+                "4 tiles, gated, 16-step chunks (part 3, 2 seeds)",
+                policies=(),
+                prefix="experts_part3",
+            ),
+        },
+        "4-tile experts, memory probes, 7x7 / 100 steps: mean over seeds, 95% Student-t band",
+        "experts_part4_curves.png",
     ),
 )
 
