@@ -21,6 +21,7 @@ not. The ideal discoverer makes only the second kind, except where its path cros
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -57,8 +58,19 @@ def label_entries(
     return out
 
 
-def episode_entries(env, players, scripted, seed: int) -> list[Entry]:
-    """agent_0's paid tile entries of one episode, labelled by :func:`label_entries`."""
+class Played(NamedTuple):
+    """One episode of agent_0's tile entries ``(step, tile, reward)`` and its cycle's rules."""
+
+    entries: list[tuple[int, int, float]]
+    n_goals: int
+    reset_on_mistake: bool
+
+
+def play_episode(
+    env, players, scripted, seed: int, observe: Callable[[int], None] | None = None
+) -> Played:
+    """Play one episode; ``observe(step)`` is called once the step's actions are chosen (the
+    trained groups' memory then holds what they read at that step)."""
     obs, _ = env.reset(seed=seed)
     engine, k = env.engine, env.possible_agents.index(AGENT)
     rules = engine.episode_rules[0]
@@ -68,19 +80,29 @@ def episode_entries(env, players, scripted, seed: int) -> list[Entry]:
         if hasattr(policy, "reset"):
             policy.reset()
     ended: dict[str, bool] = {}
-    entries = []
+    entries, step = [], 0
     while env.agents:
         actions = players.actions(obs, ended) if players is not None else {}
         for agent, policy in scripted.items():
             actions[agent] = scripted_action(policy, env, agent)
+        if observe is not None:
+            observe(step)
         before = engine.pos[0, k].copy()
         obs, rewards, terms, truncs, _ = env.step({a: actions[a] for a in env.agents})
         x, y = engine.pos[0, k]
         tile = int(engine.cycle_id[0, x, y])
         if tile >= 0 and (x, y) != tuple(before):  # agent_0 stepped onto a tile: an entry
-            entries.append((tile, float(rewards.get(AGENT, 0.0))))
+            entries.append((step, tile, float(rewards.get(AGENT, 0.0))))
         ended = {a: terms.get(a, False) or truncs.get(a, False) for a in env.possible_agents}
-    return label_entries(entries, rules.n_goals, rules.reset_on_mistake)
+        step += 1
+    return Played(entries, rules.n_goals, rules.reset_on_mistake)
+
+
+def episode_entries(env, players, scripted, seed: int) -> list[Entry]:
+    """agent_0's paid tile entries of one episode, labelled by :func:`label_entries`."""
+    played = play_episode(env, players, scripted, seed)
+    pairs = [(tile, reward) for _, tile, reward in played.entries]
+    return label_entries(pairs, played.n_goals, played.reset_on_mistake)
 
 
 def summarize(name: str, episodes: list[list[Entry]]) -> dict[str, float | str]:
