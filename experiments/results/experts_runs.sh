@@ -144,6 +144,13 @@ analyse_part4() {  # the memory probes, and their measure: mistakes the episode 
   [[ ${#runs[@]} -gt 0 ]] || return 0
   OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
     --episodes 200 --seed 777 --csv "$RESULTS/experts_part4_tile_memory.csv"
+  local folders=() arm  # each probe's training speed (env steps/s) at its newest logged update
+  for arm in tiles4_gated_chunk64 tiles4_gated_gtrxl; do
+    [[ -d $OUT/${DIRS[$arm]} ]] && folders+=("$OUT/${DIRS[$arm]}")
+  done
+  $PY experiments/aggregate.py "${folders[@]}" --group-by name --metric charts/SPS --last 1 \
+    --include-unfinished --out "$RESULTS/experts_part4_sps"
+  rm -f "$RESULTS/experts_part4_sps".{md,png} "$RESULTS/experts_part4_sps_curves.csv"
 }
 
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
