@@ -88,3 +88,17 @@ def results_script(name: str):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     return script
+
+
+def run_results_shell(name: str, *args: str, out, **env: str):
+    """Run ``experiments/results/<name>.sh`` with ``args`` from the repository root, its runs
+    under ``out`` (``OUT``), this Python as ``PY`` and ``env`` on top; the completed process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    environ = {**os.environ, "OUT": str(out), "PY": sys.executable, **env}
+    script = root / f"experiments/results/{name}.sh"
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True,
+                          env=environ, cwd=root, timeout=60)  # fmt: skip

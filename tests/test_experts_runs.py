@@ -3,35 +3,25 @@ is queued or analysed, and each part queues its own plan's runs."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "experiments/results/experts_runs.sh"
+from tests.conftest import run_results_shell
+
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-
-
-def run_script(*args: str, out: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "OUT": str(out), "PY": sys.executable, **env}
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          env=environ, cwd=ROOT, timeout=60)  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
 @pytest.mark.parametrize("part", ["5", "x", "12"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
-    done = run_script(out=tmp_path, PART=part, DRY="1", **mode)
+    done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
     assert done.returncode == 2 and f"PART must be 1, 2, 3 or 4 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
 def test_part_4_queues_its_two_memory_probes(tmp_path) -> None:
-    done = run_script(out=tmp_path, PART="4", DRY="1")
+    done = run_results_shell("experts_runs", out=tmp_path, PART="4", DRY="1")
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
     assert len(commands) == 2
@@ -41,8 +31,8 @@ def test_part_4_queues_its_two_memory_probes(tmp_path) -> None:
 
 
 def test_unknown_arms_and_bad_seeds_are_refused_before_anything_is_queued(tmp_path) -> None:
-    done = run_script("recipe:1", "nothing:1", out=tmp_path, DRY="1")
+    done = run_results_shell("experts_runs", "recipe:1", "nothing:1", out=tmp_path, DRY="1")
     assert done.returncode == 2 and "unknown arm 'nothing'" in done.stderr
     assert not any(tmp_path.iterdir())  # recipe:1 was not queued either
-    done = run_script("recipe:x", out=tmp_path, DRY="1")
+    done = run_results_shell("experts_runs", "recipe:x", out=tmp_path, DRY="1")
     assert done.returncode == 2 and "seed of 'recipe:x' must be a whole number" in done.stderr

@@ -4,23 +4,14 @@ runs, and its evaluations take only the runs whose training ended."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "experiments/results/findings_runs.sh"
+from tests.conftest import run_results_shell
+
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-
-
-def run_script(*args: str, out: Path, **env: str) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "OUT": str(out), "PY": sys.executable, **env}
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          env=environ, cwd=ROOT, timeout=60)  # fmt: skip
 
 
 def fake_run(path: Path, last_step: int, total: int) -> None:
@@ -30,9 +21,9 @@ def fake_run(path: Path, last_step: int, total: int) -> None:
 
 
 def test_unknown_arms_and_bad_seeds_are_refused_before_anything_runs(tmp_path) -> None:
-    done = run_script("r2_social", "r9_nothing", out=tmp_path, DRY="1")
+    done = run_results_shell("findings_runs", "r2_social", "r9_nothing", out=tmp_path, DRY="1")
     assert done.returncode == 2 and "unknown page or arm 'r9_nothing'" in done.stderr
-    done = run_script("r2_social:1,x", out=tmp_path, DRY="1")
+    done = run_results_shell("findings_runs", "r2_social:1,x", out=tmp_path, DRY="1")
     assert done.returncode == 2 and "seed 'x' of arm 'r2_social'" in done.stderr
     assert not any(tmp_path.iterdir())  # nothing was queued or written
 
@@ -40,7 +31,7 @@ def test_unknown_arms_and_bad_seeds_are_refused_before_anything_runs(tmp_path) -
 def test_analysis_evaluates_finished_runs_only(tmp_path) -> None:
     fake_run(tmp_path / "r2/social/seed_1", 1500, 1500)
     fake_run(tmp_path / "r2/social_long/seed_1", 700, 5000)
-    done = run_script("r2", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell("findings_runs", "r2", out=tmp_path, DRY="1", ANALYSE="1")
     assert done.returncode == 0, done.stderr
     evaluation = next(line for line in done.stdout.splitlines() if "experts_eval.py" in line)
     assert f"{tmp_path}/r2/social/seed_1" in evaluation
