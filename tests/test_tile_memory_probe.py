@@ -47,3 +47,17 @@ def test_entries_are_read_at_the_step_the_agent_chose_to_enter() -> None:
     # the same episode, labelled as tile_visits labels it
     labelled = tile_visits.episode_entries(env, None, policies, 3)
     assert len(labelled) == sum(reward != 0.0 for _, _, reward in played.entries)
+
+
+def test_the_episode_bootstrap_brackets_the_estimates() -> None:
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(40), 10)
+    labels = rng.random(400) < 0.4
+    state = labels * 1.5 + rng.normal(size=400)  # a better read-out than the control
+    control = labels * 0.3 + rng.normal(size=400)
+    bands = probe.episode_bootstrap(groups, labels, state, control, resamples=300)
+    a, c = probe.roc_auc(state, labels), probe.roc_auc(control, labels)
+    assert bands["state"][0] < a < bands["state"][1]
+    assert bands["control"][0] < c < bands["control"][1]
+    assert bands["difference"][0] < a - c < bands["difference"][1]
+    assert bands["difference"][0] > 0.0  # the gap is far beyond resampling noise here

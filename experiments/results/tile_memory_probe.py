@@ -11,8 +11,9 @@ features are agent_0's memory state after it read the view from which it stepped
 A logistic regression is fit on the entries of the first ``--train-share`` of the episodes and
 scored on the rest by its ROC AUC; the **control** regression sees only what counting gives
 (the step, the correct and wrong entries so far and the distinct tiles entered so far). A
-row reports both AUCs and their difference, the counts of entries and the share of them ruled
-out.
+row reports both AUCs and their difference with 95% intervals from resampling the test
+episodes, the same two read-outs among wrong entries only (ruled out against exploring), the
+counts of entries and the share of them ruled out.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def agent_state(players) -> np.ndarray:
     raise ValueError(f"no trained group plays {AGENT}")
 
 
-def episode_samples(env, players, scripted, seed: int) -> tuple[list, list, list]:
-    """One episode's paid entries of agent_0: (state features, counting features, ruled out)."""
+def episode_samples(env, players, scripted, seed: int) -> tuple[list, list, list, list]:
+    """One episode's paid entries of agent_0: (state features, counting features, ruled out,
+    wrong). The counting features are the step, the correct and wrong entries so far and the
+    distinct tiles entered so far (an unpaid entry counts as entered, as ``label_entries``
+    counts it as seen)."""
     states: dict[int, np.ndarray] = {}
     played = play_episode(
         env,
@@ -51,21 +55,24 @@ def episode_samples(env, players, scripted, seed: int) -> tuple[list, list, list
         seed,
         observe=lambda step: states.update({step: agent_state(players)}),
     )
-    labels = label_entries(
+    labels = iter(label_entries(
         [(tile, reward) for _, tile, reward in played.entries], played.n_goals,
         played.reset_on_mistake,
-    )  # fmt: skip
-    paid = [(step, tile) for step, tile, reward in played.entries if reward != 0.0]
-    feats, counts, ys = [], [], []
+    ))  # fmt: skip
+    feats, counts, ruled_out, wrong_entry = [], [], [], []
     correct = wrong = 0
     seen: set[int] = set()
-    for (step, tile), entry in zip(paid, labels, strict=True):
-        feats.append(states[step])
-        counts.append([step, correct, wrong, len(seen)])
-        ys.append(entry.ruled_out)
-        correct, wrong = correct + (entry.reward > 0), wrong + (entry.reward < 0)
+    for step, tile, reward in played.entries:
+        if reward != 0.0:  # label_entries lists the paid entries, in order
+            entry = next(labels)
+            feats.append(states[step])
+            counts.append([step, correct, wrong, len(seen)])
+            ruled_out.append(entry.ruled_out)
+            wrong_entry.append(reward < 0)
+            correct, wrong = correct + (reward > 0), wrong + (reward < 0)
         seen.add(tile)
-    return feats, counts, ys
+    assert next(labels, None) is None
+    return feats, counts, ruled_out, wrong_entry
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -78,12 +85,12 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float(greater + 0.5 * ties)
 
 
-def probe_auc(
-    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
+def probe_scores(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
     l2: float = 1e-3, steps: int = 300,
-) -> float:  # fmt: skip
-    """Held-out ROC AUC of an L2-regularised logistic regression (standardised features,
-    full-batch L-BFGS)."""
+) -> np.ndarray:  # fmt: skip
+    """Held-out scores of an L2-regularised logistic regression fit on ``(x_train, y_train)``
+    (features standardised by the training set's statistics, full-batch L-BFGS)."""
     mean, std = x_train.mean(0), x_train.std(0) + 1e-6
     xt = torch.as_tensor((x_train - mean) / std, dtype=torch.float64)
     yt = torch.as_tensor(y_train, dtype=torch.float64)
@@ -101,11 +108,40 @@ def probe_auc(
     opt.step(closure)
     with torch.no_grad():
         scores = torch.as_tensor((x_test - mean) / std, dtype=torch.float64) @ w + b
-    return roc_auc(scores.numpy(), y_test.astype(bool))
+    return scores.numpy()
+
+
+def probe_auc(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray
+) -> float:
+    """Held-out ROC AUC of :func:`probe_scores`."""
+    return roc_auc(probe_scores(x_train, y_train, x_test), y_test.astype(bool))
+
+
+def episode_bootstrap(
+    groups: np.ndarray, labels: np.ndarray, state: np.ndarray, control: np.ndarray,
+    resamples: int = 1000, seed: int = 0,
+) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """95% percentile intervals of the state and control AUCs and of their difference, with the
+    test episodes (``groups``: each entry's episode) drawn with replacement."""
+    rng = np.random.default_rng(seed)
+    ids = np.unique(groups)
+    rows = {g: np.flatnonzero(groups == g) for g in ids}
+    draws: dict[str, list[float]] = {"state": [], "control": [], "difference": []}
+    for _ in range(resamples):
+        take = np.concatenate([rows[g] for g in rng.choice(ids, len(ids))])
+        a, c = roc_auc(state[take], labels[take]), roc_auc(control[take], labels[take])
+        draws["state"].append(a)
+        draws["control"].append(c)
+        draws["difference"].append(a - c)
+    return {k: tuple(np.nanpercentile(v, [2.5, 97.5]).tolist()) for k, v in draws.items()}
 
 
 def probe_run(run: Path, episodes: list[int], greedy: bool, rules: dict, train_share: float):
-    """The row of one run: entries, share ruled out, and the two probes' held-out AUCs."""
+    """The row of one run: entries, share ruled out, the two probes' held-out AUCs with their
+    episode-bootstrap intervals, and the same two among wrong entries only (ruled out against
+    exploring: whether the state tells a repeated mistake from a new one, not only a costly
+    entry from a paid one)."""
     env, players, scripted = run_players(run, greedy, rules)
     per_episode = [episode_samples(env, players, scripted, seed) for seed in episodes]
     cut = int(round(train_share * len(per_episode)))
@@ -124,12 +160,24 @@ def probe_run(run: Path, episodes: list[int], greedy: bool, rules: dict, train_s
         "ruled_out_share": float(np.concatenate([y_train, y_test]).mean()),
         "ruled_out_test": int(y_test.sum()),
     }
-    if y_train.all() or not y_train.any():
-        row["state_auc"] = row["control_auc"] = row["state_minus_control"] = float("nan")
-        return row
-    row["state_auc"] = probe_auc(stack(train, 0), y_train, stack(test, 0), y_test)
-    row["control_auc"] = probe_auc(stack(train, 1), y_train, stack(test, 1), y_test)
+    keys = ("state_auc", "control_auc", "state_minus_control")
+    if y_train.all() or not y_train.any() or y_test.all() or not y_test.any():
+        return {**row, **dict.fromkeys(keys, float("nan"))}
+    state = probe_scores(stack(train, 0), y_train, stack(test, 0))
+    control = probe_scores(stack(train, 1), y_train, stack(test, 1))
+    row["state_auc"], row["control_auc"] = roc_auc(state, y_test), roc_auc(control, y_test)
     row["state_minus_control"] = row["state_auc"] - row["control_auc"]
+    groups = np.concatenate([np.full(len(ep[2]), i) for i, ep in enumerate(test)])
+    for name, (low, high) in episode_bootstrap(groups, y_test, state, control).items():
+        row[f"{name}_low"], row[f"{name}_high"] = low, high
+    wrong_train, wrong_test = stack(train, 3, bool), stack(test, 3, bool)
+    row["wrong_test"] = int(wrong_test.sum())
+    for i, name in ((0, "wrong_only_state_auc"), (1, "wrong_only_control_auc")):
+        y_fit, y_score = y_train[wrong_train], y_test[wrong_test]
+        ok = 0 < y_fit.sum() < len(y_fit) and 0 < y_score.sum() < len(y_score)
+        row[name] = probe_auc(
+            stack(train, i)[wrong_train], y_fit, stack(test, i)[wrong_test], y_score
+        ) if ok else float("nan")  # fmt: skip
     return row
 
 
