@@ -61,3 +61,13 @@ def test_the_episode_bootstrap_brackets_the_estimates() -> None:
     assert bands["control"][0] < c < bands["control"][1]
     assert bands["difference"][0] < a - c < bands["difference"][1]
     assert bands["difference"][0] > 0.0  # the gap is far beyond resampling noise here
+
+
+def test_every_result_column_is_one_probe_run_fills() -> None:
+    # a run without probes (no ruled-out entry) writes NaN in the same columns as one with them,
+    # so a CSV of several runs keeps one header
+    filled = ("state", "control", "difference")
+    expected = {"state_auc", "control_auc", "state_minus_control", "wrong_test",
+                "wrong_only_state_auc", "wrong_only_control_auc",
+                *(f"{n}_{end}" for n in filled for end in ("low", "high"))}  # fmt: skip
+    assert set(probe.RESULT_COLUMNS) == expected

@@ -137,6 +137,14 @@ def episode_bootstrap(
     return {k: tuple(np.nanpercentile(v, [2.5, 97.5]).tolist()) for k, v in draws.items()}
 
 
+#: the columns :func:`probe_run` adds after the counts (every row has them, NaN where no probe)
+RESULT_COLUMNS = (
+    "state_auc", "control_auc", "state_minus_control", "state_low", "state_high",
+    "control_low", "control_high", "difference_low", "difference_high", "wrong_test",
+    "wrong_only_state_auc", "wrong_only_control_auc",
+)  # fmt: skip
+
+
 def probe_run(run: Path, episodes: list[int], greedy: bool, rules: dict, train_share: float):
     """The row of one run: entries, share ruled out, the two probes' held-out AUCs with their
     episode-bootstrap intervals, and the same two among wrong entries only (ruled out against
@@ -160,9 +168,8 @@ def probe_run(run: Path, episodes: list[int], greedy: bool, rules: dict, train_s
         "ruled_out_share": float(np.concatenate([y_train, y_test]).mean()),
         "ruled_out_test": int(y_test.sum()),
     }
-    keys = ("state_auc", "control_auc", "state_minus_control")
     if y_train.all() or not y_train.any() or y_test.all() or not y_test.any():
-        return {**row, **dict.fromkeys(keys, float("nan"))}
+        return {**row, **dict.fromkeys(RESULT_COLUMNS, float("nan"))}  # the same columns
     state = probe_scores(stack(train, 0), y_train, stack(test, 0))
     control = probe_scores(stack(train, 1), y_train, stack(test, 1))
     row["state_auc"], row["control_auc"] = roc_auc(state, y_test), roc_auc(control, y_test)
