@@ -13,10 +13,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["5", "x", "12"])
+@pytest.mark.parametrize("part", ["6", "x", "12"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1, 2, 3 or 4 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1, 2, 3, 4 or 5 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -28,6 +28,16 @@ def test_part_4_queues_its_two_memory_probes(tmp_path) -> None:
     assert "agent.chunk_len=64" in commands[0] and "seed=1" in commands[0]
     assert "agent.network.memory=gtrxl" in commands[1]
     assert all(f"hydra.run.dir={tmp_path}/goal_cycle_expert_4tiles_gated_" in c for c in commands)
+
+
+def test_part_5_queues_the_gated_canonical_run(tmp_path) -> None:
+    done = run_results_shell("experts_runs", out=tmp_path, PART="5", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert len(commands) == 1 and "scale=small" not in commands[0]  # 13x13, full scale
+    assert "curriculum=penalty_staged" in commands[0]
+    assert "curriculum.penalty.threshold=12.0" in commands[0] and "seed=1" in commands[0]
+    assert f"hydra.run.dir={tmp_path}/goal_cycle_expert_13x13_gated/seed_1" in commands[0]
 
 
 def test_unknown_arms_and_bad_seeds_are_refused_before_anything_is_queued(tmp_path) -> None:

@@ -8,6 +8,7 @@
 #   PART=3 bash experiments/results/experts_runs.sh   # part 3: 4 tiles, gated penalty, seeds 1-2
 #   PART=4 bash experiments/results/experts_runs.sh   # part 4: part 3 with 64-step BPTT chunks,
 #                                                     # and with a GTrXL core; seed 1 each
+#   PART=5 bash experiments/results/experts_runs.sh   # part 5: 13x13, gated penalty, seed 1
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -27,10 +28,12 @@ OUT=${OUT:-runs/experts}
 RESULTS=experiments/results
 COMMON="torch_threads=1 video=false logger.progress=false"
 
-# part 3's design: 4 tiles, the penalty raised a stage once the training return holds >= 8
-GATED="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 curriculum=penalty_staged \
-curriculum.penalty.points=null curriculum.penalty.threshold=8.0 \
+# the gated penalty (parts 3 and 5): stages of 0.25, raised once the training return holds
+STAGES="curriculum=penalty_staged curriculum.penalty.points=null \
 'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]'"
+# part 3's design: 4 tiles, the penalty raised a stage once the training return holds >= 8
+GATED="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 $STAGES \
+curriculum.penalty.threshold=8.0"
 # arm | overrides
 declare -A ARMS=(
   [recipe]="experiment=goal_cycle_expert scale=small"
@@ -44,6 +47,8 @@ name=goal_cycle_expert_tile_curriculum"
   [tiles4_gated_chunk64]="$GATED agent.chunk_len=64 name=goal_cycle_expert_gated_chunk64"
   [tiles4_gated_gtrxl]="$GATED agent.network.memory=gtrxl \
 agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
+  [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=12.0 \
+name=goal_cycle_expert_13x13_gated"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -57,10 +62,13 @@ declare -A DIRS=(
   [tile_curriculum]=goal_cycle_expert_tile_curriculum [tiles4_gated]=goal_cycle_expert_4tiles_gated
   [tiles4_gated_chunk64]=goal_cycle_expert_4tiles_gated_chunk64
   [tiles4_gated_gtrxl]=goal_cycle_expert_4tiles_gated_gtrxl
+  [canonical_gated]=goal_cycle_expert_13x13_gated
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
-[[ ${PART:-} =~ ^[1-4]?$ ]] || { echo "PART must be 1, 2, 3 or 4 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 4 ]]; then
+[[ ${PART:-} =~ ^[1-5]?$ ]] || { echo "PART must be 1, 2, 3, 4 or 5 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 5 ]]; then
+  DEFAULT=(canonical_gated:1)
+elif [[ ${PART:-1} == 4 ]]; then
   DEFAULT=(tiles4_gated_chunk64:1 tiles4_gated_gtrxl:1)
 elif [[ ${PART:-1} == 3 ]]; then
   DEFAULT=(tiles4_gated:1 tiles4_gated:2)
@@ -125,16 +133,22 @@ analyse_part2() {  # 13x13 is scale=full, 4 tiles scale=small; every 4-tile run 
     --csv "$RESULTS/experts_eval_novice.csv"
 }
 
-analyse_part3() {  # the gated penalty, and the step at which each gated run reached a stage
-  local stage
-  analyse_arms part3 tiles4_gated
-  [[ -d $OUT/${DIRS[tiles4_gated]} ]] || return 0
-  for stage in 0.25 0.5 0.75; do
-    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[tiles4_gated]}" --group-by name \
+analyse_stages() {  # analyse_stages PART ARM STAGE...: the step at which each run of a gated
+  # arm first reached each penalty stage (experts_<part>_stage_<stage>_runs.csv)
+  local part=$1 arm=$2 stage
+  shift 2
+  [[ -d $OUT/${DIRS[$arm]} ]] || return 0
+  for stage in "$@"; do
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[$arm]}" --group-by name \
       --metric curriculum/penalty --threshold "$stage" --smooth 1 --include-unfinished \
-      --out "$RESULTS/experts_part3_stage_$stage"
-    rm -f "$RESULTS/experts_part3_stage_$stage".{md,png} "$RESULTS/experts_part3_stage_${stage}_curves.csv"
+      --out "$RESULTS/experts_${part}_stage_$stage"
+    rm -f "$RESULTS/experts_${part}_stage_$stage".{md,png} "$RESULTS/experts_${part}_stage_${stage}_curves.csv"
   done
+}
+
+analyse_part3() {  # the gated penalty, and the step at which each gated run reached a stage
+  analyse_arms part3 tiles4_gated
+  analyse_stages part3 tiles4_gated 0.25 0.5 0.75
 }
 
 analyse_part4() {  # the memory probes, and their measure: mistakes the episode had ruled out
@@ -153,10 +167,15 @@ analyse_part4() {  # the memory probes, and their measure: mistakes the episode 
   rm -f "$RESULTS/experts_part4_sps".{md,png} "$RESULTS/experts_part4_sps_curves.csv"
 }
 
+analyse_part5() {  # 13x13 with the gated penalty, and the step at which it reached each stage
+  analyse_arms part5 canonical_gated
+  analyse_stages part5 canonical_gated 0.25 0.5 0.75 1.0 1.25 1.5
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
