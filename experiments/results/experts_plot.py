@@ -1,14 +1,15 @@
 """The figures of ``experts.md``: return, correct entries, penalties and the curriculum's penalty
 against env steps, from the committed curve CSVs alone.
 
-    python experiments/results/experts_plot.py  # experts_curves.png, experts_part{2,3,4}_curves.png
+    python experiments/results/experts_plot.py  # experts_curves.png, experts_part<N>_curves.png
 
 Part 1 (``experts_curves.png``) draws recipe beside control from
 ``experts_train_<metric>_curves.csv``; part 2 (``experts_part2_curves.png``) the canonical 13x13
 task beside 4 tiles from ``experts_part2_<metric>_curves.csv``; part 3
 (``experts_part3_curves.png``) the gated 4-tile runs beside part 2's 4-tile run (``aggregate.py``'s
 output: the mean over seeds with its Student-t 95% band, none at one seed); part 4
-(``experts_part4_curves.png``) the memory probes beside part 3's gated runs. The return panel
+(``experts_part4_curves.png``) the memory probes beside part 3's gated runs; part 5
+(``experts_part5_curves.png``) the gated 13x13 run beside part 2's. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -117,6 +118,23 @@ FIGURES = (
         },
         "4-tile experts, memory probes, 7x7 / 100 steps: mean over seeds, 95% Student-t band",
         "experts_part4_curves.png",
+    ),
+    Figure(
+        "experts_part5",
+        {
+            "name=goal_cycle_expert_13x13_gated,scale=full": Arm(
+                "13x13, penalty gated on the return (1 seed)",
+                setup=("13", "250", "3"),
+                policies=("discoverer", "reward_blind"),
+            ),
+            "name=goal_cycle_expert,scale=full": Arm(
+                "13x13, fixed anneal (part 2, 1 seed, stopped at 4.87M)",
+                policies=(),
+                prefix="experts_part2",
+            ),
+        },
+        "Goal-cycle experts, 13x13 / 250 steps / 3 tiles: one seed per arm",
+        "experts_part5_curves.png",
     ),
 )
 
