@@ -46,3 +46,18 @@ def test_unknown_arms_and_bad_seeds_are_refused_before_anything_is_queued(tmp_pa
     assert not any(tmp_path.iterdir())  # recipe:1 was not queued either
     done = run_results_shell("experts_runs", "recipe:x", out=tmp_path, DRY="1")
     assert done.returncode == 2 and "seed of 'recipe:x' must be a whole number" in done.stderr
+
+
+def test_part_5_analysis_evaluates_the_run_and_finds_each_stage(tmp_path) -> None:
+    """With ``PY=echo`` the analysis prints the commands it would run: part 5 evaluates its run
+    at penalty 1.5, draws its curves and finds the step of each of the six stages."""
+    (tmp_path / "goal_cycle_expert_13x13_gated" / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="5", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    evals = [line for line in lines if line.startswith("experiments/results/experts_eval.py")]
+    assert len(evals) == 1 and "--rule penalty=1.5" in evals[0]
+    assert f"{tmp_path}/goal_cycle_expert_13x13_gated/seed_1" in evals[0]
+    stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
+    assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
+    assert any("--metric curriculum/penalty --last 20" in line for line in lines)

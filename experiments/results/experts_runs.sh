@@ -80,23 +80,29 @@ else  # the plan's order: recipe seeds first, controls after
            control:5)  # fmt: skip
 fi
 
+folders() {  # folders ARM...: these arms' folders of runs that exist, one per line
+  local arm
+  for arm in "$@"; do [[ -d $OUT/${DIRS[$arm]} ]] && echo "$OUT/${DIRS[$arm]}"; done
+  return 0
+}
+
 existing() {  # existing ARM...: the run directories of these arms that exist
-  local arm folders=()
-  for arm in "$@"; do folders+=("$OUT/${DIRS[$arm]}"); done
-  run_dirs "${folders[@]}"
+  local arm all=()
+  for arm in "$@"; do all+=("$OUT/${DIRS[$arm]}"); done
+  run_dirs "${all[@]}"
 }
 
 analyse_arms() {  # analyse_arms PART ARM...: the evaluation and curves of these arms' runs
-  local part=$1 eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs folders=() arm metric stem
+  local part=$1 eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs dirs metric stem
   shift
   mapfile -t runs < <(existing "$@")
   [[ ${#runs[@]} -gt 0 ]] || return 0
   OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
     --csv "$RESULTS/experts_eval_$part.csv"
-  for arm in "$@"; do [[ -d $OUT/${DIRS[$arm]} ]] && folders+=("$OUT/${DIRS[$arm]}"); done
+  mapfile -t dirs < <(folders "$@")
   for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
     stem=${metric##*/}
-    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${folders[@]}" --group-by name,scale \
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${dirs[@]}" --group-by name,scale \
       --metric "$metric" --last 20 --smooth 5 --include-unfinished \
       --out "$RESULTS/experts_${part}_$stem"
     rm -f "$RESULTS/experts_${part}_$stem.md" "$RESULTS/experts_${part}_$stem.png"
@@ -158,11 +164,9 @@ analyse_part4() {  # the memory probes, and their measure: mistakes the episode 
   [[ ${#runs[@]} -gt 0 ]] || return 0
   OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
     --episodes 200 --seed 777 --csv "$RESULTS/experts_part4_tile_memory.csv"
-  local folders=() arm  # each probe's training speed (env steps/s) at its newest logged update
-  for arm in tiles4_gated_chunk64 tiles4_gated_gtrxl; do
-    [[ -d $OUT/${DIRS[$arm]} ]] && folders+=("$OUT/${DIRS[$arm]}")
-  done
-  $PY experiments/aggregate.py "${folders[@]}" --group-by name --metric charts/SPS --last 1 \
+  local dirs  # each probe's training speed (env steps/s) at its newest logged update
+  mapfile -t dirs < <(folders tiles4_gated_chunk64 tiles4_gated_gtrxl)
+  $PY experiments/aggregate.py "${dirs[@]}" --group-by name --metric charts/SPS --last 1 \
     --include-unfinished --out "$RESULTS/experts_part4_sps"
   rm -f "$RESULTS/experts_part4_sps".{md,png} "$RESULTS/experts_part4_sps_curves.csv"
 }
