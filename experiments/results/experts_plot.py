@@ -42,6 +42,18 @@ class Arm(NamedTuple):
     prefix: str | None = None  # its curve CSVs' prefix, when not the figure's
 
 
+def canonical_arm(label: str) -> Arm:
+    """An arm on the canonical 13x13 / 250-step task, with the discoverer and cycler there."""
+    return Arm(label, setup=("13", "250", "3"), policies=("discoverer", "reward_blind"))
+
+
+def four_tile_arm(label: str) -> Arm:
+    """An arm on 7x7 / 100 steps with 4 tiles, with the 4-tile discoverer and cycler."""
+    return Arm(
+        label, "goal_cycle_baselines_4tiles.csv", ("7", "100", "4"), ("discoverer", "reward_blind")
+    )
+
+
 class Figure(NamedTuple):
     prefix: str  # the curve CSVs are <prefix>_<metric stem>_curves.csv (unless an arm says)
     arms: dict[str, Arm]  # condition label in the curve CSVs -> arm
@@ -64,16 +76,11 @@ FIGURES = (
     Figure(
         "experts_part2",
         {
-            "name=goal_cycle_expert,scale=full": Arm(
-                "13x13 / 250 steps / 3 tiles (1 seed)",
-                setup=("13", "250", "3"),
-                policies=("discoverer", "reward_blind"),
+            "name=goal_cycle_expert,scale=full": canonical_arm(
+                "13x13 / 250 steps / 3 tiles (1 seed)"
             ),
-            "name=goal_cycle_expert,scale=small": Arm(
-                "7x7 / 100 steps / 4 tiles (1 seed)",
-                "goal_cycle_baselines_4tiles.csv",
-                ("7", "100", "4"),
-                ("discoverer", "reward_blind"),
+            "name=goal_cycle_expert,scale=small": four_tile_arm(
+                "7x7 / 100 steps / 4 tiles (1 seed)"
             ),
             "name=goal_cycle_expert_tile_curriculum,scale=small": Arm(
                 "7x7, 3 tiles then 4 from 2M (probe, 1 seed)", policies=()
@@ -85,11 +92,8 @@ FIGURES = (
     Figure(
         "experts_part3",
         {
-            "name=goal_cycle_expert_gated,scale=small": Arm(
-                "4 tiles, penalty gated on the return",
-                "goal_cycle_baselines_4tiles.csv",
-                ("7", "100", "4"),
-                ("discoverer", "reward_blind"),
+            "name=goal_cycle_expert_gated,scale=small": four_tile_arm(
+                "4 tiles, penalty gated on the return"
             ),
             "name=goal_cycle_expert,scale=small": Arm(
                 "4 tiles, fixed anneal (part 2, 1 seed)", policies=(), prefix="experts_part2"
@@ -101,11 +105,8 @@ FIGURES = (
     Figure(
         "experts_part4",
         {
-            "name=goal_cycle_expert_gated_chunk64,scale=small": Arm(
-                "4 tiles, gated, 64-step BPTT chunks (1 seed)",
-                "goal_cycle_baselines_4tiles.csv",
-                ("7", "100", "4"),
-                ("discoverer", "reward_blind"),
+            "name=goal_cycle_expert_gated_chunk64,scale=small": four_tile_arm(
+                "4 tiles, gated, 64-step BPTT chunks (1 seed)"
             ),
             "name=goal_cycle_expert_gated_gtrxl,scale=small": Arm(
                 "4 tiles, gated, GTrXL core (1 seed)", policies=()
@@ -122,10 +123,8 @@ FIGURES = (
     Figure(
         "experts_part5",
         {
-            "name=goal_cycle_expert_13x13_gated,scale=full": Arm(
-                "13x13, penalty gated on the return (1 seed)",
-                setup=("13", "250", "3"),
-                policies=("discoverer", "reward_blind"),
+            "name=goal_cycle_expert_13x13_gated,scale=full": canonical_arm(
+                "13x13, penalty gated on the return (1 seed)"
             ),
             "name=goal_cycle_expert,scale=full": Arm(
                 "13x13, fixed anneal (part 2, 1 seed, stopped at 4.87M)",
