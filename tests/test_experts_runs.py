@@ -13,10 +13,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["6", "x", "12"])
+@pytest.mark.parametrize("part", ["7", "x", "12"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1, 2, 3, 4 or 5 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 6 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -61,3 +61,13 @@ def test_part_5_analysis_evaluates_the_run_and_finds_each_stage(tmp_path) -> Non
     stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
     assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
     assert any("--metric curriculum/penalty --last 20" in line for line in lines)
+
+
+def test_part_6_queues_seed_1_of_the_lower_gate_with_its_longer_budget(tmp_path) -> None:
+    done = run_results_shell("experts_runs", out=tmp_path, PART="6", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert len(commands) == 1 and "seed=1" in commands[0]
+    for override in ("env.settings.n_goals=4", "curriculum.penalty.threshold=5.0",
+                     "total_timesteps=6000000"):  # fmt: skip
+        assert override in commands[0]

@@ -9,7 +9,8 @@ task beside 4 tiles from ``experts_part2_<metric>_curves.csv``; part 3
 (``experts_part3_curves.png``) the gated 4-tile runs beside part 2's 4-tile run (``aggregate.py``'s
 output: the mean over seeds with its Student-t 95% band, none at one seed); part 4
 (``experts_part4_curves.png``) the memory probes beside part 3's gated runs; part 5
-(``experts_part5_curves.png``) the gated 13x13 run beside part 2's. The return panel
+(``experts_part5_curves.png``) the gated 13x13 run beside part 2's; part 6
+(``experts_part6_curves.png``) the 4-tile run gated at 5 beside part 3's. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -134,6 +135,21 @@ FIGURES = (
         },
         "Goal-cycle experts, 13x13 / 250 steps / 3 tiles: one seed per arm",
         "experts_part5_curves.png",
+    ),
+    Figure(
+        "experts_part6",
+        {
+            "name=goal_cycle_expert_gate5,scale=small": four_tile_arm(
+                "4 tiles, gate at 5, 6M steps (1 seed)"
+            ),
+            "name=goal_cycle_expert_gated,scale=small": Arm(
+                "4 tiles, gate at 8, 3M steps (part 3, 2 seeds)",
+                policies=(),
+                prefix="experts_part3",
+            ),
+        },
+        "4-tile experts, a lower gate and a longer budget, 7x7 / 100 steps",
+        "experts_part6_curves.png",
     ),
 )
 

@@ -9,6 +9,7 @@
 #   PART=4 bash experiments/results/experts_runs.sh   # part 4: part 3 with 64-step BPTT chunks,
 #                                                     # and with a GTrXL core; seed 1 each
 #   PART=5 bash experiments/results/experts_runs.sh   # part 5: 13x13, gated penalty, seed 1
+#   PART=6 bash experiments/results/experts_runs.sh   # part 6: 4 tiles, gate at 5, 6M steps, seed 1
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -47,6 +48,8 @@ name=goal_cycle_expert_tile_curriculum"
   [tiles4_gated_chunk64]="$GATED agent.chunk_len=64 name=goal_cycle_expert_gated_chunk64"
   [tiles4_gated_gtrxl]="$GATED agent.network.memory=gtrxl \
 agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
+  [tiles4_gate5]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 $STAGES \
+curriculum.penalty.threshold=5.0 total_timesteps=6000000 name=goal_cycle_expert_gate5"
   [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=12.0 \
 name=goal_cycle_expert_13x13_gated"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
@@ -62,11 +65,13 @@ declare -A DIRS=(
   [tile_curriculum]=goal_cycle_expert_tile_curriculum [tiles4_gated]=goal_cycle_expert_4tiles_gated
   [tiles4_gated_chunk64]=goal_cycle_expert_4tiles_gated_chunk64
   [tiles4_gated_gtrxl]=goal_cycle_expert_4tiles_gated_gtrxl
-  [canonical_gated]=goal_cycle_expert_13x13_gated
+  [canonical_gated]=goal_cycle_expert_13x13_gated [tiles4_gate5]=goal_cycle_expert_4tiles_gate5
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
-[[ ${PART:-} =~ ^[1-5]?$ ]] || { echo "PART must be 1, 2, 3, 4 or 5 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 5 ]]; then
+[[ ${PART:-} =~ ^[1-6]?$ ]] || { echo "PART must be 1 to 6 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 6 ]]; then
+  DEFAULT=(tiles4_gate5:1)  # seed 2 only if seed 1 passes (experts.md, part 6)
+elif [[ ${PART:-1} == 5 ]]; then
   DEFAULT=(canonical_gated:1)
 elif [[ ${PART:-1} == 4 ]]; then
   DEFAULT=(tiles4_gated_chunk64:1 tiles4_gated_gtrxl:1)
@@ -176,10 +181,20 @@ analyse_part5() {  # 13x13 with the gated penalty, and the step at which it reac
   analyse_stages part5 canonical_gated 0.25 0.5 0.75 1.0 1.25 1.5
 }
 
+analyse_part6() {  # 4 tiles, gate at 5: evaluation, curves, stages, ruled-out mistakes
+  local runs
+  analyse_arms part6 tiles4_gate5
+  analyse_stages part6 tiles4_gate5 0.25 0.5 0.75 1.0 1.25 1.5
+  mapfile -t runs < <(existing tiles4_gate5)
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
+    --episodes 200 --seed 777 --csv "$RESULTS/experts_part6_tile_memory.csv"
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
