@@ -37,3 +37,20 @@ def test_analysis_evaluates_finished_runs_only(tmp_path) -> None:
     assert f"{tmp_path}/r2/social/seed_1" in evaluation
     assert "social_long" not in evaluation
     assert "not evaluated" in done.stderr and "700 of 5000" in done.stderr
+
+
+def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_path) -> None:
+    for arm in ("social_aux", "alone_aux", "social_autoencoder"):
+        fake_run(tmp_path / f"r3/{arm}/seed_1", 1500, 1500)
+    done = run_results_shell("findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
+
+    def folders(metric: str) -> set[str]:
+        line = next(line for line in lines if f"--metric {metric} " in line)
+        return {part.rsplit("/", 1)[1] for part in line.split() if part.startswith(str(tmp_path))}
+
+    assert folders("losses/next_view") == {"social_aux", "alone_aux", "social_autoencoder"}
+    assert folders("losses/next_view/cell_accuracy") == folders("losses/next_view")
+    assert folders("social/follow_expert_agent_0") == {"social_aux", "social_autoencoder"}
+    assert folders("episodic_return") == {"social_aux", "alone_aux", "social_autoencoder"}

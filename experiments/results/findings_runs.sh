@@ -133,29 +133,31 @@ frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per run, on
   done
 }
 
-curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against env steps
-  local page=$1 metric folders=()
-  shift
+metric_curves() {  # metric_curves PAGE "METRIC..." "OPTIONS" FOLDER...: aggregate.py curves
+  # of each metric over the folders that hold runs, into social_<page>_<metric's last part>_*
+  local page=$1 metrics=$2 options=$3 metric folder folders=()
+  shift 3
   for folder in "$@"; do [[ -n $(here "$folder") ]] && folders+=("$OUT/$folder"); done
   [[ ${#folders[@]} -gt 0 ]] || return 0
-  for metric in episodic_return social/rewards_agent_0 social/penalties_agent_0; do
+  for metric in $metrics; do
     step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
---smooth 5 --include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
+${options:+$options }--include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
     # the CSVs and the figure stay; aggregate's own page would sit beside the result pages
     step "rm -f $RESULTS/social_${page}_${metric##*/}.md"
   done
 }
 
-following() {  # following PAGE FOLDER...: the novice's following measures against env steps
-  local page=$1 metric folders=()
+curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against env steps
+  local page=$1
   shift
-  for folder in "$@"; do [[ -n $(here "$folder") ]] && folders+=("$OUT/$folder"); done
-  [[ ${#folders[@]} -gt 0 ]] || return 0
-  for metric in social/repeat_expert_excess_agent_0 social/follow_expert_agent_0; do
-    step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
---include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
-    step "rm -f $RESULTS/social_${page}_${metric##*/}.md"
-  done
+  metric_curves "$page" "episodic_return social/rewards_agent_0 social/penalties_agent_0" \
+    "--smooth 5" "$@"
+}
+
+following() {  # following PAGE FOLDER...: the novice's following measures against env steps
+  local page=$1
+  shift
+  metric_curves "$page" "social/repeat_expert_excess_agent_0 social/follow_expert_agent_0" "" "$@"
 }
 
 compare() {  # compare PAGE CSVS WELCH...: t-intervals of return, correct and wrong entries; Welch
@@ -196,7 +198,10 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate r3 --partners
       compare r3 "$r2 $r3" --welch r3/social_aux r2/social --welch r3/social_aux r3/alone_aux \
         --welch r3/social_aux r3/social_autoencoder
-      curves r3 r3/social_aux r2/social r3/alone_aux r3/social_autoencoder ;;
+      curves r3 r3/social_aux r2/social r3/alone_aux r3/social_autoencoder r3/social_aux_long
+      following r3 r3/social_aux r3/social_autoencoder r3/social_aux_long
+      metric_curves r3 "losses/next_view losses/next_view/cell_accuracy" "--smooth 5" \
+        r3/social_aux r3/alone_aux r3/social_autoencoder ;;
     r5)
       evaluate r5 --partners
       frozen r5 alone "$ALONE" r5/bc
