@@ -36,7 +36,7 @@ def test_part_5_queues_the_gated_canonical_run(tmp_path) -> None:
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
     assert len(commands) == 1 and "scale=small" not in commands[0]  # 13x13, full scale
     assert "curriculum=penalty_staged" in commands[0]
-    assert "curriculum.penalty.threshold=12.0" in commands[0] and "seed=1" in commands[0]
+    assert "curriculum.penalty.threshold=10.0" in commands[0] and "seed=1" in commands[0]
     assert f"hydra.run.dir={tmp_path}/goal_cycle_expert_13x13_gated/seed_1" in commands[0]
 
 

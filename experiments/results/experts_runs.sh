@@ -50,7 +50,7 @@ name=goal_cycle_expert_tile_curriculum"
 agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
   [tiles4_gate5]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 $STAGES \
 curriculum.penalty.threshold=5.0 total_timesteps=6000000 name=goal_cycle_expert_gate5"
-  [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=12.0 \
+  [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
 name=goal_cycle_expert_13x13_gated"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
