@@ -71,3 +71,12 @@ def test_part_6_queues_seed_1_of_the_lower_gate_with_its_longer_budget(tmp_path)
     for override in ("env.settings.n_goals=4", "curriculum.penalty.threshold=5.0",
                      "total_timesteps=6000000"):  # fmt: skip
         assert override in commands[0]
+
+
+def test_part_6_analysis_counts_the_ruled_out_mistakes_of_its_run(tmp_path) -> None:
+    (tmp_path / "goal_cycle_expert_4tiles_gate5" / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="6", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    visits = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
+    assert len(visits) == 1 and f"{tmp_path}/goal_cycle_expert_4tiles_gate5/seed_1" in visits[0]
+    assert "--csv experiments/results/experts_part6_tile_memory.csv" in visits[0]

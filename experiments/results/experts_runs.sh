@@ -29,18 +29,18 @@ OUT=${OUT:-runs/experts}
 RESULTS=experiments/results
 COMMON="torch_threads=1 video=false logger.progress=false"
 
-# the gated penalty (parts 3 and 5): stages of 0.25, raised once the training return holds
+# the gated penalty (parts 3, 5 and 6): stages of 0.25, raised once the training return holds
 STAGES="curriculum=penalty_staged curriculum.penalty.points=null \
 'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]'"
+TILES4="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"  # 4 tiles on 7x7
 # part 3's design: 4 tiles, the penalty raised a stage once the training return holds >= 8
-GATED="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 $STAGES \
-curriculum.penalty.threshold=8.0"
+GATED="$TILES4 $STAGES curriculum.penalty.threshold=8.0"
 # arm | overrides
 declare -A ARMS=(
   [recipe]="experiment=goal_cycle_expert scale=small"
   [control]="experiment=goal_cycle_expert_fixed_penalty scale=small"
   [canonical]="experiment=goal_cycle_expert"
-  [tiles4]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"
+  [tiles4]="$TILES4"
   [tile_curriculum]="experiment=goal_cycle_expert scale=small \
 'curriculum.n_goals={mode: step, points: [[0, 3], [2000000, 4]]}' \
 name=goal_cycle_expert_tile_curriculum"
@@ -48,8 +48,8 @@ name=goal_cycle_expert_tile_curriculum"
   [tiles4_gated_chunk64]="$GATED agent.chunk_len=64 name=goal_cycle_expert_gated_chunk64"
   [tiles4_gated_gtrxl]="$GATED agent.network.memory=gtrxl \
 agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
-  [tiles4_gate5]="experiment=goal_cycle_expert scale=small env.settings.n_goals=4 $STAGES \
-curriculum.penalty.threshold=5.0 total_timesteps=6000000 name=goal_cycle_expert_gate5"
+  [tiles4_gate5]="$TILES4 $STAGES curriculum.penalty.threshold=5.0 \
+total_timesteps=6000000 name=goal_cycle_expert_gate5"
   [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
 name=goal_cycle_expert_13x13_gated"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
@@ -92,9 +92,9 @@ folders() {  # folders ARM...: these arms' folders of runs that exist, one per l
 }
 
 existing() {  # existing ARM...: the run directories of these arms that exist
-  local arm all=()
-  for arm in "$@"; do all+=("$OUT/${DIRS[$arm]}"); done
-  run_dirs "${all[@]}"
+  local dirs
+  mapfile -t dirs < <(folders "$@")
+  run_dirs "${dirs[@]}"
 }
 
 analyse_arms() {  # analyse_arms PART ARM...: the evaluation and curves of these arms' runs
@@ -162,13 +162,20 @@ analyse_part3() {  # the gated penalty, and the step at which each gated run rea
   analyse_stages part3 tiles4_gated 0.25 0.5 0.75
 }
 
-analyse_part4() {  # the memory probes, and their measure: mistakes the episode had ruled out
-  local runs
-  analyse_arms part4 tiles4_gated_chunk64 tiles4_gated_gtrxl
-  mapfile -t runs < <(existing tiles4_gated_chunk64 tiles4_gated_gtrxl)
+ruled_out() {  # ruled_out PART ARM...: agent_0's wrong entries its episode had ruled out
+  # (tile_visits.py, greedy at penalty 1.5) into experts_<part>_tile_memory.csv
+  local part=$1 runs
+  shift
+  mapfile -t runs < <(existing "$@")
   [[ ${#runs[@]} -gt 0 ]] || return 0
   OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
-    --episodes 200 --seed 777 --csv "$RESULTS/experts_part4_tile_memory.csv"
+    --episodes 200 --seed 777 --csv "$RESULTS/experts_${part}_tile_memory.csv"
+}
+
+analyse_part4() {  # the memory probes, and their measure: mistakes the episode had ruled out
+  analyse_arms part4 tiles4_gated_chunk64 tiles4_gated_gtrxl
+  [[ -n $(existing tiles4_gated_chunk64 tiles4_gated_gtrxl) ]] || return 0
+  ruled_out part4 tiles4_gated_chunk64 tiles4_gated_gtrxl
   local dirs  # each probe's training speed (env steps/s) at its newest logged update
   mapfile -t dirs < <(folders tiles4_gated_chunk64 tiles4_gated_gtrxl)
   $PY experiments/aggregate.py "${dirs[@]}" --group-by name --metric charts/SPS --last 1 \
@@ -182,13 +189,9 @@ analyse_part5() {  # 13x13 with the gated penalty, and the step at which it reac
 }
 
 analyse_part6() {  # 4 tiles, gate at 5: evaluation, curves, stages, ruled-out mistakes
-  local runs
   analyse_arms part6 tiles4_gate5
   analyse_stages part6 tiles4_gate5 0.25 0.5 0.75 1.0 1.25 1.5
-  mapfile -t runs < <(existing tiles4_gate5)
-  [[ ${#runs[@]} -gt 0 ]] || return 0
-  OMP_NUM_THREADS=1 $PY $RESULTS/tile_visits.py "${runs[@]}" --greedy --rule penalty=1.5 \
-    --episodes 200 --seed 777 --csv "$RESULTS/experts_part6_tile_memory.csv"
+  ruled_out part6 tiles4_gate5
 }
 
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
