@@ -1,4 +1,5 @@
-"""Export a trained run's policies as a small expert file (weights and configs, no optimizer).
+"""Export a trained run's policies as a small expert file: weights and configs, without the
+optimizer or the heads only a loss term trains (a next-view decoder).
 
     python experiments/export_expert.py runs/multirun/expert_curriculum/scale=small/seed_0 \
         experiments/experts/goal_cycle_7x7_curriculum_seed0.pt

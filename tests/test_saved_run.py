@@ -292,3 +292,27 @@ def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path)
     shutil.copy(SavedRun(run_dir).checkpoint, stray)
     with pytest.raises(SavedRunError, match="holds neither config.json"):
         SavedRun(stray).config  # noqa: B018
+
+
+def test_an_exported_next_view_novice_plays_without_its_decoder(tmp_path):
+    from marlgrid.agents.training.checkpoint import export_policies
+
+    term = {"name": "next_view", "coef": 3.0, "options": {"loss": "l1"}}
+    agent = dataclasses.replace(_cfg().agent, aux_losses=[term])
+    run_dir = tmp_path / "run"
+    train(_cfg(agent=agent, total_timesteps=16), run_dir)
+    source = SavedRun(run_dir).checkpoint
+    exported = export_policies(source, tmp_path / "novice.pt")
+    assert exported.stat().st_size < source.stat().st_size
+    alone, played = (
+        SavedRun(exported).policies(greedy=True),
+        SavedRun(run_dir).policies(greedy=True),
+    )
+    (mine,), (theirs,) = alone.groups, played.groups
+    assert "next_view" in theirs.learner.net.extra_heads
+    assert "next_view" not in mine.learner.net.extra_heads
+    assert SavedRun(exported).config["learners"]["main"]["aux_losses"] == [term]  # how it trained
+    np.testing.assert_array_equal(
+        alone.evaluate(episodes=2, seed=0, num_envs=2),
+        played.evaluate(episodes=2, seed=0, num_envs=2),
+    )

@@ -353,6 +353,34 @@ def test_one_entry_configures_term_and_head_and_the_config_stays_as_written():
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_an_exported_policy_drops_the_decoder_and_acts_as_the_learner_did():
+    vec = _grid_env()
+    own = {"probe": {"kind": "mlp", "options": {"out_size": 2}}}  # a head the user configured stays
+    learner = _grid_learner(_cfg([TERM], network={"extra_heads": own}), vec)
+    collect_vec(vec, learner, learner.cfg.num_steps)
+    learner.update()
+    state = learner.state_dict()
+    acting = PPO.acting_state(state)
+    assert "optimizer" not in acting and acting["config"]["aux_losses"] == []
+    assert state["config"]["aux_losses"] == [TERM]  # the learner's own state is untouched
+    dropped = sorted(set(state["net"]) - set(acting["net"]))
+    assert dropped and all(k.startswith("extra_heads.next_view.") for k in dropped)
+    assert any(k.startswith("extra_heads.probe.") for k in acting["net"])
+    player = _grid_learner(config_from_dict(acting["config"]), vec, seed=5)
+    assert "next_view" not in player.net.extra_heads
+    player.load_state_dict(acting)
+    obs, _ = vec.reset(seed=3)
+    seen = torch.as_tensor(obs[vec.possible_agents[0]])
+    resets = torch.ones(vec.num_envs, dtype=torch.bool)
+    mine = learner.act(seen, learner.initial_state(vec.num_envs), resets, explore=False)
+    theirs = player.act(seen, player.initial_state(vec.num_envs), resets, explore=False)
+    assert torch.equal(mine.actions, theirs.actions) and torch.equal(mine.state, theirs.state)
+    assert torch.equal(mine.extras["values"], theirs.extras["values"])
+    assert PPO.acting_state(PPO.acting_state(state)) == PPO.acting_state(state)
+    plain = _grid_learner(_cfg(), vec).state_dict()
+    assert PPO.acting_state(plain)["net"].keys() == plain["net"].keys()
+
+
 def test_views_of_each_observation_kind():
     pixels = _grid_env(observation="rgb", tile_size=4)  # 12x12 RGB
     learner = _grid_learner(_cfg([TERM], network={"image_mode": "pixels", "tile_size": 4}), pixels)

@@ -6,7 +6,7 @@ counters shares: memory states and checkpoints.
 ``load_state_dict``: the network, the optimizer, the
 generator, every counter named in ``COUNTERS`` and the config as plain data
 (``torch.load(weights_only=True)`` loads it). An exported policy (``acting_state``) drops the
-optimizer, and loading it restores the rest.
+optimizer and the heads only loss terms use, and loading it restores the rest.
 """
 
 from __future__ import annotations
@@ -50,8 +50,18 @@ class NetworkLearnerState:
 
     @staticmethod
     def acting_state(state: Mapping[str, Any]) -> dict[str, Any]:
-        """``state`` without what only training needs (the optimizer)."""
-        return {k: v for k, v in state.items() if k != "optimizer"}
+        """``state`` without what only training needs: the optimizer, and the loss terms of
+        ``config.aux_losses`` with the heads they added to the network (``extra_heads.<name>``
+        entries that ``config.network.extra_heads`` does not configure). Acting never calls
+        those heads; a next-view decoder is about half of a novice's weights."""
+        acting = {k: v for k, v in state.items() if k != "optimizer"}
+        config = state.get("config")
+        if not isinstance(config, Mapping) or not config.get("aux_losses"):
+            return acting
+        own = set((config.get("network") or {}).get("extra_heads") or {})
+        acting["config"] = {**config, "aux_losses": []}
+        acting["net"] = {k: v for k, v in state["net"].items() if not _term_head(k, own)}
+        return acting
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved (the config entry is informational)."""
@@ -62,3 +72,10 @@ class NetworkLearnerState:
         me.generator.set_state(state["generator"])
         for name in self.COUNTERS:
             setattr(self, name, int(state[name]))
+
+
+def _term_head(key: str, own: set[str]) -> bool:
+    """Whether network entry ``key`` belongs to an extra head that is not one of ``own`` (the
+    configured heads), i.e. one a loss term added."""
+    parts = key.split(".")
+    return len(parts) > 2 and parts[0] == "extra_heads" and parts[1] not in own

@@ -341,10 +341,12 @@ class SavedRun:
         stage = {**checkpoint_rules(cfg.curriculum, payload), **(rules or {})}
         settings = {**cfg.env.settings, **stage}
         vec = make_env_source(cfg.env.id, 1, settings)
-        configs = learner_configs(cfg)
+        saved = payload.get("learners", {})
+        configs = {
+            name: _acting_config(c, saved.get(name)) for name, c in learner_configs(cfg).items()
+        }
         roles = resolve_roles(cfg.roles, vec.possible_agents, sorted(configs))
         groups, scripted = build_groups(roles, vec, configs, cfg.seed)
-        saved = payload.get("learners", {})
         for g in groups:
             if g.train:  # a trained learner: its weights come from the checkpoint
                 if g.name not in saved:
@@ -357,6 +359,17 @@ class SavedRun:
             g.explore = g.explore and not greedy
         agents = list(vec.possible_agents)
         return RunPolicies(cfg, ckpt, stage, settings, agents, roles, groups, scripted)
+
+
+def _acting_config(config: Any, state: Mapping[str, Any] | None) -> Any:
+    """The config to build a trained learner from: the one its saved ``state`` holds where it
+    has one (an exported policy's drops the loss terms its file has no heads for), else
+    ``config``, the run's."""
+    from marlgrid.agents.learner import config_from_dict
+
+    if not isinstance(state, Mapping) or not isinstance(state.get("config"), Mapping):
+        return config
+    return config_from_dict(state["config"])
 
 
 @dataclasses.dataclass
