@@ -54,3 +54,27 @@ def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_
     assert folders("losses/next_view/cell_accuracy") == folders("losses/next_view")
     assert folders("social/follow_expert_agent_0") == {"social_aux", "social_autoencoder"}
     assert folders("episodic_return") == {"social_aux", "alone_aux", "social_autoencoder"}
+
+
+def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> None:
+    fake_run(tmp_path / "r3/social_aux/seed_1", 1500, 1500)
+    fake_run(tmp_path / "r3/social_aux/seed_2", 700, 1500)  # unfinished: not kept
+    fake_run(tmp_path / "r3/social_autoencoder/seed_1", 1500, 1500)  # not an R6 agent
+    done = run_results_shell("findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    kept = [line for line in done.stdout.splitlines() if "export_expert.py" in line]
+    assert len(kept) == 1 and f"{tmp_path}/r3/social_aux/seed_1 " in kept[0]
+    assert kept[0].split()[3] == "experiments/results/social_r6/agents/r3_social_aux_seed_1.pt"
+    done = run_results_shell("findings_runs", "r6", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    played = [line.split()[2] for line in done.stdout.splitlines() if "--transfer" in line]
+    root = Path(__file__).resolve().parents[1]
+    committed = sorted((root / "experiments/results/social_r6/agents").glob("*.pt"))
+    kept_files = [str(p.relative_to(root)) for p in committed]
+    assert committed and [p for p in played if "/agents/" in p] == kept_files
+    assert sum("goal_cycle_7x7_3agents_expert_seed" in p for p in played) == 2
+    tables = [
+        line.split("--table ")[1] for line in done.stdout.splitlines() if "--transfer" in line
+    ]
+    assert "experiments/results/social_r6/r3_social_aux_seed_1_gc4.csv" in tables
+    assert "experiments/results/social_r6/goal_cycle_7x7_3agents_expert_seed0_gc4.csv" in tables

@@ -19,7 +19,9 @@
 # --partners) into social_<page>_eval.csv; eval_compare.py's t-intervals and the pass rules'
 # Welch tests into social_<page>_compare_{t,welch}.csv; aggregate.py's curves into
 # social_<page>_<metric>_*.csv; and the plans' frozen evaluations alone (R2, R5, R7) or in the
-# transfer envs (R6) into one evaluate.py table per run under social_<page>/. DRY=1 prints them.
+# transfer envs (R6) into one evaluate.py table per run under social_<page>/. R1's, R3's and R5's
+# analyses also export the agents R6 plays to social_r6/agents/ (committed: run directories may
+# not survive a session), and R6 plays those files. DRY=1 prints them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/results/lanes.sh
@@ -93,6 +95,9 @@ ALONE="$ALONE --target-setting size=7 --target-setting max_steps=100"
 GC4="--transfer MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0 --partners oracle --partners none"
 GC4="$GC4 --target-setting size=7 --target-setting max_steps=100 --episodes 200 --greedy --seed 777"
 SUITE="--conditions social_transfer --episodes 200 --greedy --seed 777"
+AGENTS=$RESULTS/social_r6/agents  # R6's frozen agents: R1's, R3's and R5's final policies
+EXPERTS="experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
+EXPERTS="$EXPERTS experiments/experts/goal_cycle_7x7_3agents_expert_seed1.pt"
 
 step() {  # step COMMAND...: print it, and run it unless DRY
   echo "$*"
@@ -125,11 +130,28 @@ evaluate() {  # evaluate PAGE [experts_eval options]: the page's finished runs i
 }
 
 frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per run, one table each
-  local page=$1 tag=$2 options=$3 run name
+  local page=$1 tag=$2 options=$3
   shift 3
-  for run in $(here "$@"); do
-    name=${run#"$OUT"/}  # <page>/<arm>/seed_<k> -> <page>_<arm>_seed_<k>
-    step "$PY experiments/evaluate.py $run $options --table $RESULTS/social_$page/${name//\//_}_$tag.csv"
+  play "$page" "$tag" "$options" $(here "$@")
+}
+
+play() {  # play PAGE TAG OPTIONS RUN_OR_FILE...: evaluate.py OPTIONS on each, one table each,
+  # named after the run (<page>/<arm>/seed_<k> -> <page>_<arm>_seed_<k>) or the file (NAME.pt)
+  local page=$1 tag=$2 options=$3 agent name
+  shift 3
+  for agent in "$@"; do
+    name=${agent#"$OUT"/} name=${name##*/agents/} name=${name##*/experts/}
+    name=${name%.pt}
+    step "$PY experiments/evaluate.py $agent $options --table $RESULTS/social_$page/${name//\//_}_$tag.csv"
+  done
+}
+
+keep() {  # keep FOLDER...: export each finished run's policy for R6 to social_r6/agents/ (run
+  # directories may not survive a session; the files play as the runs did)
+  local run name
+  for run in $(finished "$@"); do
+    name=${run#"$OUT"/}
+    step "$PY experiments/export_expert.py $run $AGENTS/${name//\//_}.pt --note 'R6 agent: $name'"
   done
 }
 
@@ -187,7 +209,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       [[ -z $zero ]] || step "$PY $RESULTS/eval_compare.py $RESULTS/social_r1_eval_penalty0_at_1.5.csv \
 --metric return --metric rewards --metric penalties --out $RESULTS/social_r1_penalty0_at_1.5"
       compare r1 "$r1" --welch r1/penalty_0 r1/penalty_1.5
-      curves r1 r1/penalty_1.5 r1/penalty_0 ;;
+      curves r1 r1/penalty_1.5 r1/penalty_0
+      keep r1/penalty_1.5 ;;
     r2)
       evaluate r2 --partners
       frozen r2 alone "$ALONE" r2/social
@@ -201,12 +224,14 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       curves r3 r3/social_aux r2/social r3/alone_aux r3/social_autoencoder r3/social_aux_long
       following r3 r3/social_aux r3/social_autoencoder r3/social_aux_long
       metric_curves r3 "losses/next_view losses/next_view/cell_accuracy" "--smooth 5" \
-        r3/social_aux r3/alone_aux r3/social_autoencoder ;;
+        r3/social_aux r3/alone_aux r3/social_autoencoder
+      keep r3/social_aux r3/alone_aux ;;
     r5)
       evaluate r5 --partners
       frozen r5 alone "$ALONE" r5/bc
       compare r5 "$r3 $RESULTS/social_r5_eval.csv" --welch r3/social_aux r5/bc
-      curves r5 r5/bc ;;
+      curves r5 r5/bc
+      keep r5/bc ;;
     r7)
       frozen r7 alone "$ALONE" r7/mixed r3/alone_aux
       curves r7 r7/mixed r3/alone_aux ;;
@@ -221,10 +246,10 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
         --welch hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert
       curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
       following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux ;;
-    r6)  # R1's, R3's and R5's agents and the expert recipe's, frozen in the transfer envs
-      frozen r6 gc4 "$GC4" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc experts/goal_cycle_expert
-      frozen r6 suite "$SUITE" r3/social_aux r3/alone_aux r1/penalty_1.5 r5/bc \
-        experts/goal_cycle_expert ;;
+    r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
+      # 3-tile experts of the expert recipe, frozen in the transfer envs
+      play r6 gc4 "$GC4" "$AGENTS"/*.pt $EXPERTS
+      play r6 suite "$SUITE" "$AGENTS"/*.pt $EXPERTS ;;
   esac
 }
 
