@@ -54,6 +54,10 @@ def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_
     assert folders("losses/next_view/cell_accuracy") == folders("losses/next_view")
     assert folders("social/follow_expert_agent_0") == {"social_aux", "social_autoencoder"}
     assert folders("episodic_return") == {"social_aux", "alone_aux", "social_autoencoder"}
+    chance = next(line for line in done.stdout.splitlines() if "view_chance.py" in line)
+    played = {part.rsplit("/", 2)[1] for part in chance.split() if part.startswith(str(tmp_path))}
+    assert played == {"social_aux", "alone_aux", "social_autoencoder"}
+    assert chance.endswith("--csv experiments/results/social_r3_view_chance.csv")
 
 
 def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> None:

@@ -19,6 +19,10 @@
   minibatch KL over the run-mean whole-rollout KL (``refresh_kl_tmaze_kl_minibatch_runs.csv``
   and ``refresh_kl_tmaze_kl_batch_runs.csv``), then per arm the mean with its Student-t
   interval, and Welch's test between the arms.
+- ``social_r3_view_chance_t.csv`` (for ``social_r3_aux_loss.md``): per R3 arm, the decoder's
+  logged cell accuracy (``social_r3_cell_accuracy_runs.csv``) beside the two trivial predictors'
+  (``social_r3_view_chance.csv``, by ``view_chance.py``), each a mean over seeds with its
+  Student-t 95% interval, and the per-seed differences decoder - predictor likewise.
 """
 
 from __future__ import annotations
@@ -135,12 +139,46 @@ def refresh_kl_ratio() -> None:
     write(Path(f"{stem}_ratio.csv"), header, out)
 
 
+def r3_view_chance() -> None:
+    import re
+
+    from marlgrid.analysis.stats import t_interval
+
+    chance = RESULTS / "social_r3_view_chance.csv"
+    if not chance.exists():
+        print(f"skipped social_r3_view_chance_t.csv: no {chance.name} (view_chance.py)")
+        return
+    where = re.compile(r"r3[/_](\w+?)[/_]seed_(\d+)")  # runs/r3/ARM/seed_K, r3_ARM_seed_K.pt
+    values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    decoder = {}
+    for row in read(RESULTS / "social_r3_cell_accuracy_runs.csv"):
+        arm, seed = where.search(row["run"]).groups()  # type: ignore[union-attr]
+        decoder[(arm, seed)] = float(row["final"])
+    for row in read(chance):
+        arm, seed = where.search(row["run"]).groups()  # type: ignore[union-attr]
+        ours = decoder[(arm, seed)]
+        for name, value in (("decoder", ours), ("copy", float(row["copy"])),
+                            ("constant", float(row["constant"])),
+                            ("decoder_minus_copy", ours - float(row["copy"])),
+                            ("decoder_minus_constant", ours - float(row["constant"]))):  # fmt: skip
+            values[arm][name].append(value)
+    out = []
+    for arm, measures in values.items():
+        for name, vals in measures.items():
+            low, high = t_interval(vals)
+            mean = sum(vals) / len(vals)
+            out.append([arm, name, len(vals), round(mean, 4), round(low, 4), round(high, 4)])
+    header = ("arm", "measure", "seeds", "mean", "t_low", "t_high")
+    write(RESULTS / "social_r3_view_chance_t.csv", header, out)
+
+
 def main() -> None:
     popgym_by_memory()
     experts_correct_share()
     experts_pass_rule()
     experts_eval_t()
     refresh_kl_ratio()
+    r3_view_chance()
 
 
 if __name__ == "__main__":

@@ -224,7 +224,12 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       curves r3 r3/social_aux r2/social r3/alone_aux r3/social_autoencoder r3/social_aux_long
       following r3 r3/social_aux r3/social_autoencoder r3/social_aux_long
       metric_curves r3 "losses/next_view losses/next_view/cell_accuracy" "--smooth 5" \
-        r3/social_aux r3/alone_aux r3/social_autoencoder
+        r3/social_aux r3/alone_aux r3/social_autoencoder r3/social_aux_coef1 r3/social_aux_coef10
+      aux=$(finished r3/social_aux r3/alone_aux r3/social_autoencoder r3/social_aux_coef1 \
+        r3/social_aux_coef10 | tr '\n' ' ')  # the cell accuracy's trivial predictors
+      [[ -z $aux ]] || step "$PY $RESULTS/view_chance.py $aux--steps 10000 \
+--csv $RESULTS/social_r3_view_chance.csv"
+      step "$PY $RESULTS/derived_tables.py"
       keep r3/social_aux r3/alone_aux ;;
     r5)
       evaluate r5 --partners
