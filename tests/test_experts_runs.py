@@ -13,10 +13,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["7", "x", "12"])
+@pytest.mark.parametrize("part", ["8", "x", "12"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 6 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 7 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -80,3 +80,31 @@ def test_part_6_analysis_counts_the_ruled_out_mistakes_of_its_run(tmp_path) -> N
     visits = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
     assert len(visits) == 1 and f"{tmp_path}/goal_cycle_expert_4tiles_gate5/seed_1" in visits[0]
     assert "--csv experiments/results/experts_part6_tile_memory.csv" in visits[0]
+
+
+def test_part_7_trains_a_copy_of_part_5s_run_on_to_16m_steps(tmp_path) -> None:
+    """The first time, part 7 copies part 5's run (which it then extends) and leaves part 5's
+    directory as it was; a second call resumes the copy instead of copying again."""
+    done = run_results_shell("experts_runs", out=tmp_path, PART="7")
+    assert done.returncode == 2 and "which has no checkpoints" in done.stderr
+    part5 = tmp_path / "goal_cycle_expert_13x13_gated" / "seed_1"
+    (part5 / "checkpoints").mkdir(parents=True)
+    (part5 / "checkpoints" / "ckpt_000003900.pt").write_bytes(b"8M steps")
+    done = run_results_shell("experts_runs", out=tmp_path, PART="7", DRY="1")
+    assert done.returncode == 0, done.stderr
+    part7 = tmp_path / "goal_cycle_expert_13x13_gated_16m" / "seed_1"
+    assert f"cp -r {part5} {part7}" in done.stdout and not part7.exists()  # DRY copies nothing
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert len(commands) == 1
+    for override in ("total_timesteps=16000000", "extend=true", "curriculum.penalty.threshold=10.0",
+                     f"hydra.run.dir={part7}"):  # fmt: skip
+        assert override in commands[0]
+    # for real (PY=true: the "training" does nothing): the copy is made once
+    done = run_results_shell("experts_runs", out=tmp_path, PART="7", PY="true")
+    assert done.returncode == 0, done.stderr
+    assert (part7 / "checkpoints" / "ckpt_000003900.pt").read_bytes() == b"8M steps"
+    assert (part5 / "checkpoints" / "ckpt_000003900.pt").exists()
+    (part7 / "checkpoints" / "ckpt_000005000.pt").write_bytes(b"trained on")
+    done = run_results_shell("experts_runs", out=tmp_path, PART="7", PY="true")
+    assert done.returncode == 0 and "cp -r" not in done.stdout
+    assert (part7 / "checkpoints" / "ckpt_000005000.pt").exists()

@@ -10,6 +10,7 @@
 #                                                     # and with a GTrXL core; seed 1 each
 #   PART=5 bash experiments/results/experts_runs.sh   # part 5: 13x13, gated penalty, seed 1
 #   PART=6 bash experiments/results/experts_runs.sh   # part 6: 4 tiles, gate at 5, 6M steps, seed 1
+#   PART=7 bash experiments/results/experts_runs.sh   # part 7: part 5's seed trained on to 16M
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -52,6 +53,8 @@ agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
 total_timesteps=6000000 name=goal_cycle_expert_gate5"
   [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
 name=goal_cycle_expert_13x13_gated"
+  [canonical_gated_16m]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
+total_timesteps=16000000 extend=true name=goal_cycle_expert_13x13_gated_16m"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -66,10 +69,15 @@ declare -A DIRS=(
   [tiles4_gated_chunk64]=goal_cycle_expert_4tiles_gated_chunk64
   [tiles4_gated_gtrxl]=goal_cycle_expert_4tiles_gated_gtrxl
   [canonical_gated]=goal_cycle_expert_13x13_gated [tiles4_gate5]=goal_cycle_expert_4tiles_gate5
+  [canonical_gated_16m]=goal_cycle_expert_13x13_gated_16m
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
-[[ ${PART:-} =~ ^[1-6]?$ ]] || { echo "PART must be 1 to 6 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 6 ]]; then
+# an arm that trains on from a copy of another arm's run of the same seed (extend=true)
+declare -A FROM=([canonical_gated_16m]=canonical_gated)
+[[ ${PART:-} =~ ^[1-7]?$ ]] || { echo "PART must be 1 to 7 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 7 ]]; then
+  DEFAULT=(canonical_gated_16m:1)
+elif [[ ${PART:-1} == 6 ]]; then
   DEFAULT=(tiles4_gate5:1)  # seed 2 only if seed 1 passes (experts.md, part 6)
 elif [[ ${PART:-1} == 5 ]]; then
   DEFAULT=(canonical_gated:1)
@@ -194,10 +202,15 @@ analyse_part6() {  # 4 tiles, gate at 5: evaluation, curves, stages, ruled-out m
   ruled_out part6 tiles4_gate5
 }
 
+analyse_part7() {  # part 5's seed trained on to 16M: as part 5
+  analyse_arms part7 canonical_gated_16m
+  analyse_stages part7 canonical_gated_16m 0.25 0.5 0.75 1.0 1.25 1.5
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
@@ -214,7 +227,14 @@ for item in "${ITEMS[@]}"; do  # every item checked before anything is queued
   [[ $seed =~ ^[0-9]+$ ]] || { echo "seed of '$item' must be a whole number" >&2; exit 2; }
 done
 for item in "${ITEMS[@]}"; do
-  arm=${item%%:*} seed=${item##*:}
+  arm=${item%%:*} seed=${item##*:} run=$OUT/${DIRS[$arm]}/seed_$seed
+  if [[ -n ${FROM[$arm]:-} && ! -e $run ]]; then  # the first time: a copy of the run it extends
+    from=$OUT/${DIRS[${FROM[$arm]}]}/seed_$seed
+    [[ -d $from/checkpoints ]] || { echo "$arm trains on from $from, which has no checkpoints" >&2; exit 2; }
+    echo "cp -r $from $run"
+    [[ -n ${DRY:-} ]] || { mkdir -p "$(dirname "$run")" && rm -rf "$run.copying" &&
+      cp -r "$from" "$run.copying" && mv "$run.copying" "$run"; }
+  fi
   lane_add "$OUT/logs/${DIRS[$arm]}.seed_$seed.log" "$PY experiments/train.py ${ARMS[$arm]} \
 seed=$seed $COMMON hydra.run.dir=$OUT/${DIRS[$arm]}/seed_$seed"
 done
