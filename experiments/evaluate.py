@@ -116,7 +116,7 @@ def rule_override(text: str) -> tuple[str, Any]:
     return name, parsed
 
 
-def _setting(text: str) -> tuple[str, Any]:
+def env_setting(text: str) -> tuple[str, Any]:
     """An argparse type: ``NAME=VALUE`` (``agent.NAME=VALUE``), a YAML value."""
     name, sep, value = text.partition("=")
     if not sep or not name or name.count(".") > 1 or (name.count(".") and name[:6] != "agent."):
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
                        help="oracle | goal_seeker | none | NAME,NAME,...; repeatable")  # fmt: skip
     group.add_argument("--conditions", action="append", default=[], choices=sorted(CONDITIONS),
                        help="a named set of transfer conditions")  # fmt: skip
-    group.add_argument("--target-setting", type=_setting, action="append", default=[],
+    group.add_argument("--target-setting", type=env_setting, action="append", default=[],
                        metavar="NAME=VALUE", help="a target env setting; repeatable")  # fmt: skip
     group.add_argument("--table", action="append", default=[], type=Path, metavar="PATH",
                        help="write the transfer table (.csv or .md); repeatable")  # fmt: skip

@@ -180,3 +180,25 @@ def test_rows_are_printed_and_written_and_no_rows_do_not_leave_an_old_file(tmp_p
     assert path.read_text().splitlines() == ["run,return", "a,1.23456", "b,2.0"]
     with pytest.raises(ValueError, match="no rows to write to"):
         show_and_write_rows([], path)
+
+
+def test_env_settings_reach_the_played_env_beside_the_rules(run, monkeypatch):
+    seen = []
+
+    def rows(run, episodes, seed, rules, partners):
+        seen.append(rules)
+        return [{"return": 0.0}]
+
+    monkeypatch.setattr(experts_eval, "summary_rows", rows)
+    experts_eval.main([str(run), "--rule", "penalty=1.5", "--setting", "size=9",
+                       "--setting", "max_steps=20"])  # fmt: skip
+    assert seen == [{"penalty": 1.5, "size": 9, "max_steps": 20}]
+    with pytest.raises(SystemExit, match="--setting agent.extras: only top-level env settings"):
+        experts_eval.main([str(run), "--setting", "agent.extras=[]"])
+
+
+def test_a_run_trained_on_one_map_size_plays_on_another(run):
+    played = experts_eval.SavedRun(run).policies(True, {"size": 9, "max_steps": 20})
+    assert (played.settings["size"], played.settings["max_steps"]) == (9, 20)
+    values, _ = experts_eval.episode_metrics(run, True, 16, 777, {"size": 9, "max_steps": 20})
+    assert values["return"].shape == (16, 3)

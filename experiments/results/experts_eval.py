@@ -6,7 +6,9 @@
 Each run's newest checkpoint, or an exported expert file (``experiments/experts/*.pt``), plays
 ``--episodes`` fresh layouts (seeds from ``--seed``), its learners greedy and then sampled, under
 the rules the run's curriculum had reached with the ``--rule`` overrides on top (the pass rule of
-``experts.md`` plays at penalty 1.5 whatever stage a run ended at). One CSV row per run and mode:
+``experts.md`` plays at penalty 1.5 whatever stage a run ended at) and the ``--setting``
+overrides of other env settings on top of those (e.g. ``--setting size=13 --setting
+max_steps=250``: a 7x7 run played on the canonical map). One CSV row per run and mode:
 the means over every agent-episode of the run's learners and, beside each, the agents' own means,
 with the env steps the run logged and its training wall time (``train.log``).
 With ``--partners`` the row also holds the same for the agents the run did not train (scripted or
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.evaluate import rule_override
+from experiments.evaluate import env_setting, rule_override
 from marlgrid.agents.training.checkpoint import CheckpointError
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
@@ -109,6 +111,10 @@ def main(argv: list[str] | None = None) -> None:
         "--rule", type=rule_override, action="append", default=[], metavar="NAME=VALUE",
         help="a rule the runs play under (repeatable)",
     )  # fmt: skip
+    parser.add_argument(
+        "--setting", type=env_setting, action="append", default=[], metavar="NAME=VALUE",
+        help="an env setting the runs play under instead of their own, e.g. size=13 (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--csv", type=Path)
     parser.add_argument(
         "--partners", action="store_true", help="also the agents the run did not train"
@@ -117,7 +123,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.episodes < 1:
             raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
-        rules = dict(args.rule)
+        nested = [name for name, _ in args.setting if "." in name]
+        if nested:
+            raise ConfigError(
+                f"--setting {nested[0]}: only top-level env settings (size, max_steps, ...) "
+                "can be set here"
+            )
+        rules = {**dict(args.rule), **dict(args.setting)}
         for run in args.runs:  # every run readable before the first is played
             SavedRun(run).train_config  # noqa: B018
         rows = [
