@@ -60,6 +60,20 @@ def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_
     assert chance.endswith("--csv experiments/results/social_r3_view_chance.csv")
 
 
+def test_r3_draws_the_coefficient_sweep_beside_arm_a(tmp_path) -> None:
+    for arm in ("social_aux", "social_aux_coef1", "social_aux_coef10", "alone_aux"):
+        fake_run(tmp_path / f"r3/{arm}/seed_1", 1500, 1500)
+    done = run_results_shell("findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    sweep = [line for line in done.stdout.splitlines()
+             if "aggregate.py" in line and "social_r3_sweep_" in line]  # fmt: skip
+    assert {line.split("--metric ")[1].split()[0] for line in sweep} == {
+        "episodic_return", "losses/next_view/cell_accuracy"}  # fmt: skip
+    for line in sweep:
+        folders = {p.rsplit("/", 1)[1] for p in line.split() if p.startswith(str(tmp_path))}
+        assert folders == {"social_aux", "social_aux_coef1", "social_aux_coef10"}
+
+
 def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> None:
     fake_run(tmp_path / "r3/social_aux/seed_1", 1500, 1500)
     fake_run(tmp_path / "r3/social_aux/seed_2", 700, 1500)  # unfinished: not kept

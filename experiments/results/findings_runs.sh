@@ -230,6 +230,9 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       [[ -z $aux ]] || step "$PY $RESULTS/view_chance.py $aux--steps 10000 \
 --csv $RESULTS/social_r3_view_chance.csv"
       step "$PY $RESULTS/derived_tables.py"
+      # the coefficient sweep (E) beside A (coefficient 3): return and cell accuracy
+      metric_curves r3_sweep "episodic_return losses/next_view/cell_accuracy" "--smooth 5" \
+        r3/social_aux r3/social_aux_coef1 r3/social_aux_coef10
       keep r3/social_aux r3/alone_aux ;;
     r5)
       evaluate r5 --partners
