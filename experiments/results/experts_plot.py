@@ -10,7 +10,8 @@ task beside 4 tiles from ``experts_part2_<metric>_curves.csv``; part 3
 output: the mean over seeds with its Student-t 95% band, none at one seed); part 4
 (``experts_part4_curves.png``) the memory probes beside part 3's gated runs; part 5
 (``experts_part5_curves.png``) the gated 13x13 run beside part 2's; part 6
-(``experts_part6_curves.png``) the 4-tile run gated at 5 beside part 3's. The return panel
+(``experts_part6_curves.png``) the 4-tile run gated at 5 beside part 3's; part 7
+(``experts_part7_curves.png``) part 5's seed trained on to 16M steps. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -150,6 +151,16 @@ FIGURES = (
         },
         "4-tile experts, a lower gate and a longer budget, 7x7 / 100 steps",
         "experts_part6_curves.png",
+    ),
+    Figure(
+        "experts_part7",
+        {
+            "name=goal_cycle_expert_13x13_gated_16m,scale=full": canonical_arm(
+                "13x13, gated, trained on to 16M (part 5's seed; 8M-16M is part 7)"
+            ),
+        },
+        "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: part 5's seed trained on to 16M steps",
+        "experts_part7_curves.png",
     ),
 )
 
