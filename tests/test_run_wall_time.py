@@ -25,6 +25,16 @@ def test_sessions_are_summed_and_the_time_between_them_is_not(tmp_path: Path):
     assert wall_seconds(tmp_path) == pytest.approx(100.0 + 20.0)
 
 
+def test_a_run_trained_on_to_a_longer_budget_does_not_count_the_wait_before_it(tmp_path: Path):
+    extended = LOG + (
+        "2026-12-05 13:00:00,000 INFO extending the run from 20480 to 40960 steps\n"
+        "2026-12-05 13:00:00,100 INFO resumed from /r/checkpoints/ckpt_10.pt\n"
+        "2026-12-05 13:00:50,000 INFO run complete: 40960 env steps\n"
+    )
+    (tmp_path / "train.log").write_text(extended)
+    assert wall_seconds(tmp_path) == pytest.approx(100.0 + 20.0 + 50.0)
+
+
 def test_no_log_is_no_wall_time(tmp_path: Path):
     assert wall_seconds(tmp_path) is None
 

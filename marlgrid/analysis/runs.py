@@ -369,20 +369,24 @@ LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO (.*)$")
 
 def wall_seconds(run_dir: str | Path) -> float | None:
     """A run's training wall time from its ``train.log``: first to last message of each session,
-    summed (a rerun of a complete run, which only says so, adds nothing); None without a log."""
+    summed (a rerun of a complete run, which only says so, adds nothing; a run trained on with
+    ``extend=true`` starts a session); None without a log."""
     log = Path(run_dir) / "train.log"
     if not log.is_file():
         return None
-    total, start, last = 0.0, None, None
+    total, start, last, extending = 0.0, None, None, False
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         m = LOG_TIME.match(line)
         if not m or "is complete" in m.group(2):
             continue
         t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-        if m.group(2).startswith(("training ", "resumed from")):  # a session starts
+        # a session starts; "extending the run" starts one whose "resumed from" follows it
+        starts = m.group(2).startswith(("training ", "resumed from", "extending the run"))
+        if starts and not (extending and m.group(2).startswith("resumed from")):
             if start is not None:
                 total += last - start
             start = t
+        extending = m.group(2).startswith("extending the run")
         last = t
     if start is not None:
         total += last - start
