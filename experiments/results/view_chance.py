@@ -1,7 +1,8 @@
 """Chance levels of the next-view loss's cell accuracy: what two trivial predictors score.
 
-    python experiments/results/view_chance.py experiments/results/social_r6/agents/r3_*.pt \
-        runs/r3/social_autoencoder/seed_* --steps 20000 --csv experiments/results/view_chance.csv
+    python experiments/results/view_chance.py runs/r3/social_aux/seed_* runs/r3/alone_aux/seed_* \
+        runs/r3/social_autoencoder/seed_* --steps 10000 \
+        --csv experiments/results/social_r3_view_chance.csv
 
 The ``next_view`` term logs ``cell_accuracy``, the share of the view's cell ids (type, colour,
 state of every cell) its decoder gets right (:mod:`marlgrid.agents.algorithms.next_view`). Read
