@@ -39,6 +39,14 @@ def read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def mean_t(values: list[float]) -> list[object]:
+    """``[n, mean, t_low, t_high]`` of ``values`` (Student-t 95%), rounded to 4 decimals."""
+    from marlgrid.analysis.stats import t_interval
+
+    low, high = t_interval(values)
+    return [len(values), round(sum(values) / len(values), 4), round(low, 4), round(high, 4)]
+
+
 def write(path: Path, header: tuple[str, ...], rows: list[list[object]]) -> None:
     from marlgrid.analysis.report import write_csv
 
@@ -100,22 +108,18 @@ def experts_pass_rule() -> None:
 
 
 def experts_eval_t() -> None:
-    from marlgrid.analysis.stats import t_interval
-
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for row in read(RESULTS / "experts_eval.csv"):
         arm = Path(row["run"]).parent.name  # runs/experts/<arm>/seed_<k>
         groups[(arm, row["mode"])].append(float(row["return"]))
     out = []
     for (arm, mode), values in groups.items():
-        low, high = t_interval(values)
-        mean = sum(values) / len(values)
-        out.append([arm, mode, len(values), round(mean, 4), round(low, 4), round(high, 4)])
+        out.append([arm, mode, *mean_t(values)])
     write(RESULTS / "experts_eval_t.csv", ("arm", "mode", "seeds", "mean", "t_low", "t_high"), out)
 
 
 def refresh_kl_ratio() -> None:
-    from marlgrid.analysis.stats import t_interval, welch
+    from marlgrid.analysis.stats import welch
 
     stem = RESULTS / "social" / "refresh_kl_tmaze_kl"
     if not Path(f"{stem}_batch_runs.csv").exists():  # the correction's runs are not in yet
@@ -129,9 +133,7 @@ def refresh_kl_ratio() -> None:
         ratios[row["condition"]].append(ratio)
         out.append(["run", row["condition"], row["seed"], round(ratio, 4), "", ""])
     for arm, values in ratios.items():
-        low, high = t_interval(values)
-        out.append(["mean", arm, len(values), round(sum(values) / len(values), 4),
-                    round(low, 4), round(high, 4)])  # fmt: skip
+        out.append(["mean", arm, *mean_t(values)])
     a, b = sorted(ratios)
     t, p = welch(ratios[a], ratios[b])
     out.append(["welch", f"{a} vs {b}", "", round(t, 4), round(p, 4), ""])
@@ -141,8 +143,6 @@ def refresh_kl_ratio() -> None:
 
 def r3_view_chance() -> None:
     import re
-
-    from marlgrid.analysis.stats import t_interval
 
     chance = RESULTS / "social_r3_view_chance.csv"
     if not chance.exists():
@@ -165,9 +165,7 @@ def r3_view_chance() -> None:
     out = []
     for arm, measures in values.items():
         for name, vals in measures.items():
-            low, high = t_interval(vals)
-            mean = sum(vals) / len(vals)
-            out.append([arm, name, len(vals), round(mean, 4), round(low, 4), round(high, 4)])
+            out.append([arm, name, *mean_t(vals)])
     header = ("arm", "measure", "seeds", "mean", "t_low", "t_high")
     write(RESULTS / "social_r3_view_chance_t.csv", header, out)
 
