@@ -32,29 +32,35 @@ number is skipped and listed (file, line, column and the text); ``--strict`` mak
 Writes ``<out>.png`` (curves: the mean with its t-band, or ``--curve-stat iqm``), ``<out>.md``
 (the table, the figure, Welch's tests and the runs left out), ``<out>_final.csv``,
 ``<out>_runs.csv`` (one line per run: its final value and steps to the threshold),
-``<out>_curves.csv`` and, with ``--welch``, ``<out>_welch.csv``. Installed, the command is
+``<out>_curves.csv`` and, with ``--welch``, ``<out>_welch.csv``. With ``--merge`` the three CSVs
+keep the conditions they already hold that this call does not aggregate (a page's analysis
+rerun after some run directories are gone), the figure shows those too, and the page lists them;
+Welch's tests are between conditions aggregated now. Installed, the command is
 ``marlgrid-aggregate``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from marlgrid.analysis import Aggregate, AnalysisError, Run, aggregate, read_curve
+from marlgrid.analysis.merge import merge_into
 from marlgrid.analysis.report import (
     FinalRow,
     WelchResult,
     markdown_table,
     plot_curves,
+    read_curves_csv,
     welch_between,
     welch_markdown,
     write_curves_csv,
@@ -156,12 +162,48 @@ def find_row(rows: list[FinalRow], name: str) -> FinalRow:
     return found[0]
 
 
+def earlier_labels(final_csv: Path) -> dict[str, str]:
+    """The label each condition's full key had in an earlier ``<out>_final.csv`` (none: {})."""
+    if not final_csv.is_file():
+        return {}
+    with final_csv.open(newline="", encoding="utf-8") as f:
+        return {row["key"]: row["condition"] for row in csv.DictReader(f)}
+
+
+def relabelled(result: Aggregate, labels: dict[str, str]) -> Aggregate:
+    """``result`` with each condition whose full key is in ``labels`` under that label: a label
+    names what differs between the conditions present, so it shifts with the set of runs."""
+    finals = [replace(r, label=labels.get(",".join(r.key), r.label)) for r in result.finals]
+    curves = [replace(c, label=f.label) for c, f in zip(result.curves, finals, strict=True)]
+    return replace(result, finals=finals, curves=curves)
+
+
+def write_tables(
+    files: dict[str, Path], result: Aggregate, threshold: float | None, merge: bool
+) -> list[str]:
+    """The final, per-run and curve CSVs; with ``merge``, merged by condition into the existing
+    ones (:mod:`marlgrid.analysis.merge`). Returns the conditions kept from those."""
+    writers = {
+        "final": lambda path: write_final_csv(path, result.finals, threshold),
+        "runs": lambda path: write_runs_csv(path, result.finals),
+        "curves": lambda path: write_curves_csv(path, result.curves),
+    }
+    kept: list[str] = []
+    for name, write in writers.items():
+        if not merge:
+            write(files[name])
+            continue
+        kept += [c for c in merge_into(files[name], "condition", write) if c not in kept]
+    return kept
+
+
 def page(
     result: Aggregate,
     files: dict[str, Path],
     args: argparse.Namespace,
     argv: list[str],
     tests: list[WelchResult],
+    kept: Sequence[str] = (),
 ) -> str:
     """The Markdown page: how it was made, the figure, the table, Welch's tests and what was
     left out."""
@@ -201,6 +243,15 @@ def page(
         ]
     if tests:
         parts += ["", "## Welch's test of the final values", "", welch_markdown(tests)]
+    if kept:
+        parts += [
+            "",
+            "## Conditions kept from the earlier outputs",
+            "",
+            "Their runs are not here; the CSVs and the figure keep them as they were (`--merge`): "
+            + ", ".join(f"`{name}`" for name in kept)
+            + ".",
+        ]
     lines = report_lines(result)
     if lines:
         title = "## Runs left out or missing, rows skipped"
@@ -267,6 +318,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--title", default="")
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the conditions of the existing --out CSVs that this call does not aggregate "
+        "(their runs gone); the figure shows them all",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="exit 1 when a run is left out or missing, or a metrics.csv row was skipped",
@@ -297,6 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     except AnalysisError as err:
         parser.error(str(err))
 
+    files = outputs(args.out)
+    if args.merge:  # the conditions keep the labels they had in the outputs merged into
+        result = relabelled(result, earlier_labels(files["final"]))
     try:
         if args.threshold is not None:
             with_steps_to(result, args.threshold, args.smooth, args.below)
@@ -305,14 +365,15 @@ def main(argv: list[str] | None = None) -> None:
     except AnalysisError as err:
         parser.error(str(err))
 
-    files = outputs(args.out)
     files["png"].parent.mkdir(parents=True, exist_ok=True)
+    try:
+        kept = write_tables(files, result, args.threshold, args.merge)
+    except AnalysisError as err:
+        parser.error(str(err))
+    curves = read_curves_csv(files["curves"]) if args.merge else result.curves
     ylabel = result.metric.rsplit("/", 1)[-1].replace("_", " ")
-    plot_curves(files["png"], result.curves, ylabel, args.curve_stat, args.title)
-    files["md"].write_text(page(result, files, args, argv, tests), encoding="utf-8")
-    write_final_csv(files["final"], result.finals, args.threshold)
-    write_runs_csv(files["runs"], result.finals)
-    write_curves_csv(files["curves"], result.curves)
+    plot_curves(files["png"], curves, ylabel, args.curve_stat, args.title)
+    files["md"].write_text(page(result, files, args, argv, tests, kept), encoding="utf-8")
     if tests:
         write_welch_csv(files["welch"], tests)
     else:
@@ -325,6 +386,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{w.mean_b:.4g}): t = {w.t:.4g}, p = {w.p:.4g}")  # fmt: skip
     for line in report_lines(result):
         print(line, file=sys.stderr)
+    if kept:
+        print(f"kept from the earlier outputs (runs not here): {', '.join(kept)}")
     print("wrote " + ", ".join(str(p) for p in files.values()))
     if args.strict and (result.left_out or result.missing or result.skipped):
         sys.exit(1)

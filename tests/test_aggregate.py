@@ -197,6 +197,44 @@ def test_two_seeds_two_conditions_table_by_hand(tmp_path, capsys):
     assert f"![curves]({png.name})" in table
 
 
+def test_merge_keeps_the_conditions_whose_runs_are_gone(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from experiments import aggregate as aggregate_cli
+
+    sweep = write_sweep(tmp_path)
+    out = tmp_path / "results" / "demo"
+    files = [Path(f"{out}_{kind}.csv") for kind in ("final", "runs", "curves")]
+    run_cli([str(sweep), "--last", "2", "--out", str(out)], capsys)
+    first = [f.read_bytes() for f in files]
+    run_cli([str(sweep), "--last", "2", "--merge", "--out", str(out)], capsys)
+    assert [f.read_bytes() for f in files] == first  # every run here: the same outputs
+
+    runs = {lr: sorted(sweep.glob(f"*agent.lr={lr}*/seed_*")) for lr in ("0.001", "0.0003")}
+    for run in runs["0.0003"]:  # a lost session: lr=0.0003's runs are gone,
+        shutil.rmtree(run)
+    shutil.rmtree(runs["0.001"][1])  # and lr=0.001's seed 1 is trained again, to another end
+    write_run(sweep, "0.001", 1, [9.0, 9.0, 5.0, 5.0])
+    drawn = []
+    monkeypatch.setattr(aggregate_cli, "plot_curves", lambda path, curves, *_: drawn.extend(curves))
+    here = [str(r) for r in runs["0.001"]]
+    stdout, _ = run_cli([*here, "--last", "2", "--merge", "--out", str(out)], capsys)
+
+    final = by_condition(read_csv(files[0]))
+    old = by_condition(list(csv.DictReader(first[0].decode().splitlines())))
+    assert final["agent.lr=0.0003"] == old["agent.lr=0.0003"]  # kept as it was
+    assert (final["agent.lr=0.001"]["per_seed"], final["agent.lr=0.001"]["mean"]) == (
+        "1.0;5.0",
+        "3.0",
+    )
+    assert [r["condition"] for r in read_csv(files[0])] == [r["condition"] for r in old.values()]
+    kept_curves = [r for r in read_csv(files[2]) if r["condition"] == "agent.lr=0.0003"]
+    assert len(kept_curves) == len(STEPS) and {r["mean"] for r in kept_curves} == {"0.5"}
+    assert sorted(c.label for c in drawn) == ["agent.lr=0.0003", "agent.lr=0.001"]
+    assert "kept from the earlier outputs (runs not here): agent.lr=0.0003" in stdout
+    assert "## Conditions kept from the earlier outputs" in Path(f"{out}.md").read_text()
+
+
 def test_steps_to_a_threshold_and_welch_from_the_command_line(tmp_path, capsys):
     sweep = write_sweep(tmp_path)
     out = tmp_path / "results" / "demo"

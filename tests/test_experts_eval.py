@@ -111,6 +111,24 @@ def test_a_run_whose_every_agent_trained_has_empty_partner_columns(run, tmp_path
     assert all(isinstance(r["return"], float) for r in rows)
 
 
+def test_merge_replaces_the_runs_evaluated_now_and_keeps_the_others(run, tmp_path):
+    out = tmp_path / "eval.csv"
+    args = [str(run), "--episodes", "4", "--csv", str(out)]
+    experts_eval.main(args)
+    # the same rows as if of a run whose directory is gone
+    out.write_bytes(out.read_bytes().replace(str(run).encode(), b"runs/gone/seed_1"))
+    experts_eval.main([*args, "--merge"])
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert [(r["run"], r["mode"]) for r in rows] == [
+        ("runs/gone/seed_1", "greedy"), ("runs/gone/seed_1", "sampled"),
+        (str(run), "greedy"), (str(run), "sampled"),
+    ]  # fmt: skip
+    experts_eval.main([*args, "--merge"])  # evaluated again: its rows replaced where they stood
+    assert list(csv.DictReader(out.open(newline=""))) == rows
+    with pytest.raises(SystemExit, match="error: --merge needs --csv"):
+        experts_eval.main([str(run), "--episodes", "4", "--merge"])
+
+
 @pytest.mark.parametrize("bad", ["penalty", "penalty=high", "=1.5", "bogus=1"])
 def test_a_bad_rule_is_refused_naming_it(run, bad, capsys):
     with pytest.raises(SystemExit):
@@ -144,8 +162,10 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     found = experts_plot.baselines(tmp_path / "goal_cycle_baselines.csv")
     assert set(found) == set(experts_plot.BASELINES)
     assert found["discoverer"] == pytest.approx(17.1667) and found["play_safe"] == 1.0
-    curves = experts_plot.read_curves(tmp_path / "experts_train_rewards_curves.csv")
-    assert curves["name=goal_cycle_expert"] == [(0.0, 0.5, -0.5, 1.5), (1000.0, 2.0, 1.0, 3.0)]
+    curves = experts_plot.arm_curves(tmp_path, experts_plot.FIGURES[0], "rewards")
+    expert = curves["name=goal_cycle_expert"]
+    assert expert.grid.tolist() == [0.0, 1000.0] and expert.bands.mean.tolist() == [0.5, 2.0]
+    assert expert.bands.mean_low.tolist() == [-0.5, 1.0] and expert.bands.n.tolist() == [2, 2]
     out = experts_plot.plot(tmp_path, experts_plot.FIGURES[0], tmp_path / "fig.png")
     assert out.stat().st_size > 10_000
     # part 2's arms read their own setups' baselines: 13x13 / 250 steps, and 4 tiles
@@ -167,8 +187,9 @@ def test_the_page_figure_reads_the_committed_curve_csvs_and_the_baselines(tmp_pa
     assert list(experts_plot.arm_curves(tmp_path, part3, "rewards")) == [gated]
     part2_csv.write_text(header + f'"{fixed}",0,1,5,nan,nan,5,nan,nan\n')
     found = experts_plot.arm_curves(tmp_path, part3, "rewards")
-    assert [row[:2] for row in found[fixed]] == [(0.0, 5.0)]
-    assert found[gated] == [(0.0, 3.0, 2.0, 4.0)]
+    assert (found[fixed].grid.tolist(), found[fixed].bands.mean.tolist()) == ([0.0], [5.0])
+    gated_band = found[gated].bands
+    assert (gated_band.mean[0], gated_band.mean_low[0], gated_band.mean_high[0]) == (3.0, 2.0, 4.0)
 
 
 def test_rows_are_printed_and_written_and_no_rows_do_not_leave_an_old_file(tmp_path, capsys):

@@ -57,7 +57,11 @@ def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_
     chance = next(line for line in done.stdout.splitlines() if "view_chance.py" in line)
     played = {part.rsplit("/", 2)[1] for part in chance.split() if part.startswith(str(tmp_path))}
     assert played == {"social_aux", "alone_aux", "social_autoencoder"}
-    assert chance.endswith("--csv experiments/results/social_r3_view_chance.csv")
+    assert chance.endswith("--csv experiments/results/social_r3_view_chance.csv --merge")
+    # every table merges into the committed one: runs lost with a session keep their rows
+    writers = ("aggregate.py", "experts_eval.py", "view_chance.py")
+    tables = [line for line in done.stdout.splitlines() if any(w in line for w in writers)]
+    assert len(tables) > 5 and all(" --merge" in line for line in tables)
 
 
 def test_r3_draws_the_coefficient_sweep_beside_arm_a(tmp_path) -> None:

@@ -12,7 +12,9 @@ max_steps=250``: a 7x7 run played on the canonical map). One CSV row per run and
 the means over every agent-episode of the run's learners and, beside each, the agents' own means,
 with the env steps the run logged and its training wall time (``train.log``).
 With ``--partners`` the row also holds the same for the agents the run did not train (scripted or
-frozen experts) in the same episodes: a novice and its experts side by side.
+frozen experts) in the same episodes: a novice and its experts side by side. With ``--merge``
+the rows go into the existing ``--csv``, replacing the rows of the runs evaluated now and keeping
+the others (runs whose directories are gone).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout
 from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.social_observer import SocialObserver
+from marlgrid.analysis import AnalysisError
 from marlgrid.analysis.report import show_and_write_rows
 from marlgrid.analysis.runs import last_step, wall_seconds
 from marlgrid.config import ConfigError
@@ -117,12 +120,19 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--csv", type=Path)
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge into --csv: the rows of the runs evaluated now replace theirs, the others stay",
+    )
+    parser.add_argument(
         "--partners", action="store_true", help="also the agents the run did not train"
     )
     args = parser.parse_args(argv)
     try:
         if args.episodes < 1:
             raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+        if args.merge and args.csv is None:
+            raise ConfigError("--merge needs --csv")
         nested = [name for name, _ in args.setting if "." in name]
         if nested:
             raise ConfigError(
@@ -137,9 +147,9 @@ def main(argv: list[str] | None = None) -> None:
             for run in args.runs
             for r in summary_rows(run, args.episodes, args.seed, rules, args.partners)
         ]
-    except (SavedRunError, CheckpointError, ConfigError) as exc:
+        show_and_write_rows(rows, args.csv, "run" if args.merge else None)
+    except (SavedRunError, CheckpointError, ConfigError, AnalysisError) as exc:
         raise SystemExit(f"error: {exc}") from None
-    show_and_write_rows(rows, args.csv)
 
 
 if __name__ == "__main__":

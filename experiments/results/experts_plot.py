@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
+
+from marlgrid.analysis.report import CurveSet, read_curves_csv
 
 RESULTS = Path(__file__).resolve().parent
 #: metric stem -> panel title
@@ -165,16 +166,6 @@ FIGURES = (
 )
 
 
-def read_curves(path: Path) -> dict[str, list[tuple[float, float, float, float]]]:
-    """Per condition, (step, mean, low, high) rows in file order."""
-    out: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
-    with path.open(newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            values = (row["step"], row["mean"], row["mean_ci_low"], row["mean_ci_high"])
-            out[row["condition"]].append(tuple(float(v) for v in values))  # type: ignore[arg-type]
-    return out
-
-
 def baselines(
     path: Path, setup: tuple[str, str, str] = ("7", "100", "3"), policies=BASELINES
 ) -> dict[str, float]:
@@ -190,17 +181,15 @@ def baselines(
         }
 
 
-def arm_curves(
-    results: Path, figure: Figure, stem: str
-) -> dict[str, list[tuple[float, float, float, float]]]:
+def arm_curves(results: Path, figure: Figure, stem: str) -> dict[str, CurveSet]:
     """The figure's arms' curves of one metric stem, each from its own prefix's CSV (an arm
     whose CSV or condition is missing is left out)."""
     out = {}
     for condition, arm in figure.arms.items():
         path = results / f"{arm.prefix or figure.prefix}_{stem}_curves.csv"
-        rows = read_curves(path).get(condition) if path.exists() else None
-        if rows:
-            out[condition] = rows
+        found = {c.label: c for c in read_curves_csv(path)} if path.exists() else {}
+        if condition in found:
+            out[condition] = found[condition]
     return out
 
 
@@ -212,11 +201,13 @@ def plot(results: Path, figure: Figure, out: Path) -> Path:
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     for ax, (stem, title) in zip(axes.flat, PANELS.items(), strict=True):
-        for condition, rows in arm_curves(results, figure, stem).items():
+        for condition, curve in arm_curves(results, figure, stem).items():
             arm = figure.arms[condition]
-            step, mean, low, high = zip(*rows, strict=True)
-            (line,) = ax.plot(step, mean, label=arm.label)
-            ax.fill_between(step, low, high, color=line.get_color(), alpha=0.2)
+            band = curve.bands
+            (line,) = ax.plot(curve.grid, band.mean, label=arm.label)
+            ax.fill_between(
+                curve.grid, band.mean_low, band.mean_high, color=line.get_color(), alpha=0.2
+            )
             if stem != "episodic_return":
                 continue
             scripted = baselines(results / arm.baselines, arm.setup, arm.policies)

@@ -21,7 +21,10 @@
 # social_<page>_<metric>_*.csv; and the plans' frozen evaluations alone (R2, R5, R7) or in the
 # transfer envs (R6) into one evaluate.py table per run under social_<page>/. R1's, R3's and R5's
 # analyses also export the agents R6 plays to social_r6/agents/ (committed: run directories may
-# not survive a session), and R6 plays those files. DRY=1 prints them.
+# not survive a session), and R6 plays those files. DRY=1 prints them. Every table is merged into
+# the committed one (--merge): the rows and curves of the runs evaluated now replace theirs and
+# those of runs no longer here stay, so an analysis rerun after a session lost some run
+# directories adds the new runs without dropping the old ones.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/results/lanes.sh
@@ -126,7 +129,8 @@ evaluate() {  # evaluate PAGE [experts_eval options]: the page's finished runs i
   shift
   mapfile -t runs < <(finished "${ARM_DIRS[@]/#/$page/}")
   [[ ${#runs[@]} -gt 0 ]] || { echo "no runs of $page under $OUT/$page" >&2; return 0; }
-  step "$PY $RESULTS/experts_eval.py ${runs[*]} $EVAL $* --csv $RESULTS/social_${page}_eval.csv"
+  step "$PY $RESULTS/experts_eval.py ${runs[*]} $EVAL $* \
+--csv $RESULTS/social_${page}_eval.csv --merge"
 }
 
 frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per run, one table each
@@ -163,7 +167,7 @@ metric_curves() {  # metric_curves PAGE "METRIC..." "OPTIONS" FOLDER...: aggrega
   [[ ${#folders[@]} -gt 0 ]] || return 0
   for metric in $metrics; do
     step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
-${options:+$options }--include-unfinished --out $RESULTS/social_${page}_${metric##*/}"
+${options:+$options }--include-unfinished --merge --out $RESULTS/social_${page}_${metric##*/}"
     # the CSVs and the figure stay; aggregate's own page would sit beside the result pages
     step "rm -f $RESULTS/social_${page}_${metric##*/}.md"
   done
@@ -205,7 +209,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate r1
       zero=$(here r1/penalty_0 | tr '\n' ' ')  # the penalty-0 learners, played at 1.5
       [[ -z $zero ]] || step "$PY $RESULTS/experts_eval.py $zero$EVAL --rule penalty=1.5 \
---csv $RESULTS/social_r1_eval_penalty0_at_1.5.csv"
+--csv $RESULTS/social_r1_eval_penalty0_at_1.5.csv --merge"
       [[ -z $zero ]] || step "$PY $RESULTS/eval_compare.py $RESULTS/social_r1_eval_penalty0_at_1.5.csv \
 --metric return --metric rewards --metric penalties --out $RESULTS/social_r1_penalty0_at_1.5"
       compare r1 "$r1" --welch r1/penalty_0 r1/penalty_1.5
@@ -228,7 +232,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       aux=$(finished r3/social_aux r3/alone_aux r3/social_autoencoder r3/social_aux_coef1 \
         r3/social_aux_coef10 | tr '\n' ' ')  # the cell accuracy's trivial predictors
       [[ -z $aux ]] || step "$PY $RESULTS/view_chance.py $aux--steps 10000 \
---csv $RESULTS/social_r3_view_chance.csv"
+--csv $RESULTS/social_r3_view_chance.csv --merge"
       step "$PY $RESULTS/derived_tables.py"
       # the coefficient sweep (E) beside A (coefficient 3): return and cell accuracy
       metric_curves r3_sweep "episodic_return losses/next_view/cell_accuracy" "--smooth 5" \

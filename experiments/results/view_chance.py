@@ -16,7 +16,8 @@ its learner's view pairs ``(o_t, o_t+1)`` are scored for
   targets (fitted on the same steps, so an upper bound for any fixed prediction).
 
 Pairs are kept as the loss keeps them: both steps in play, no respawn in between; an episode's
-last target is its stored final view. One row per run.
+last target is its stored final view. One row per run; with ``--merge`` the rows go into the
+existing ``--csv``, keeping those of runs not measured now.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout
 from marlgrid.agents.training.saved_run import SavedRun
+from marlgrid.analysis import AnalysisError
 from marlgrid.analysis.report import show_and_write_rows
 
 NUM_ENVS = 16
@@ -97,11 +99,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=20000, help="env steps per run (default 20000)")
     ap.add_argument("--seed", type=int, default=777)
     ap.add_argument("--csv", type=Path, help="write the rows here")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the --csv rows of runs not measured now"
+    )
     args = ap.parse_args(argv)
     if args.steps < NUM_ENVS:
         ap.error(f"--steps {args.steps}: needs at least {NUM_ENVS} (one step of every env)")
+    if args.merge and args.csv is None:
+        ap.error("--merge needs --csv")
     rows = [measure(run, args.steps, args.seed) for run in args.runs]
-    show_and_write_rows(rows, args.csv)
+    try:
+        show_and_write_rows(rows, args.csv, "run" if args.merge else None)
+    except AnalysisError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":

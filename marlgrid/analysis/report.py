@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from marlgrid.analysis.merge import merge_into
 from marlgrid.analysis.stats import BAND_FIELDS, IQM_MIN_RUNS, Bands, welch
 
 
@@ -235,10 +236,14 @@ def write_runs_csv(path: Path, rows: Sequence[FinalRow]) -> None:
                 writer.writerow([row.label, seed, str(run), float(value), shown])
 
 
-def show_and_write_rows(rows: Sequence[Mapping[str, object]], path: Path | None = None) -> None:
+def show_and_write_rows(
+    rows: Sequence[Mapping[str, object]], path: Path | None = None, merge_by: str | None = None
+) -> None:
     """Print each row as ``key=value`` pairs (floats to 3 decimals) and, given ``path``, write the
     rows there as CSV at full precision (the first row's keys are the header; no rows with a
-    ``path`` raise ValueError rather than leave an older file in place)."""
+    ``path`` raise ValueError rather than leave an older file in place). With ``merge_by`` (a
+    column), the rows are merged into an existing file by that column instead
+    (:func:`marlgrid.analysis.merge.merge_into`: its other rows stay)."""
     for row in rows:
         print(
             "  ".join(
@@ -247,11 +252,21 @@ def show_and_write_rows(rows: Sequence[Mapping[str, object]], path: Path | None 
         )
     if path is not None and not rows:
         raise ValueError(f"no rows to write to {path}")
-    if path is not None:
-        with Path(path).open("w", newline="") as f:
+    if path is None:
+        return
+
+    def write(target: Path) -> None:
+        with Path(target).open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+
+    if merge_by is None:
+        write(path)
+        return
+    kept = merge_into(Path(path), merge_by, write)
+    if kept:
+        print(f"kept the rows of {len(kept)} {merge_by}(s) not evaluated now: {', '.join(kept)}")
 
 
 def write_csv(path: str | Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
@@ -272,16 +287,35 @@ def write_welch_csv(path: Path, results: Sequence[WelchResult]) -> None:
     )
 
 
+CURVE_COLUMNS = (
+    "condition", "step", "n", "mean", "mean_ci_low", "mean_ci_high", "iqm", "iqm_ci_low",
+    "iqm_ci_high",
+)  # fmt: skip
+
+
 def write_curves_csv(path: Path, curves: Sequence[CurveSet]) -> None:
     """Per condition and grid step: runs with a value, mean and IQM with their intervals."""
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(("condition", "step", "n", "mean", "mean_ci_low", "mean_ci_high", "iqm",
-                         "iqm_ci_low", "iqm_ci_high"))  # fmt: skip
+        writer.writerow(CURVE_COLUMNS)
         for c in curves:
             for i, step in enumerate(c.grid):
                 p = c.bands.at(i)
                 writer.writerow([c.label, float(step), *(p[k] for k in BAND_FIELDS)])
+
+
+def read_curves_csv(path: Path) -> list[CurveSet]:
+    """The curves :func:`write_curves_csv` wrote, one per condition in file order."""
+    rows: dict[str, list[list[float]]] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            rows.setdefault(row["condition"], []).append([float(row[c]) for c in CURVE_COLUMNS[1:]])
+    curves = []
+    for label, values in rows.items():
+        table = np.array(values)
+        bands = Bands(*(table[:, i + 1] for i in range(len(BAND_FIELDS))))
+        curves.append(CurveSet(label, table[:, 0], bands))
+    return curves
 
 
 def plot_curves(
