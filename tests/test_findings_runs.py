@@ -100,3 +100,17 @@ def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> Non
     ]
     assert "experiments/results/social_r6/r3_social_aux_seed_1_gc4.csv" in tables
     assert "experiments/results/social_r6/goal_cycle_7x7_3agents_expert_seed0_gc4.csv" in tables
+
+
+def test_r5_plays_finished_clones_and_arm_a_kept_agents_alone(tmp_path) -> None:
+    fake_run(tmp_path / "r5/bc/seed_1", 1500, 1500)
+    fake_run(tmp_path / "r5/bc/seed_2", 700, 1500)  # still training: not played
+    done = run_results_shell("findings_runs", "r5", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    alone = [line for line in done.stdout.splitlines() if "evaluate.py" in line]
+    played = [line.split()[2] for line in alone]
+    assert [p for p in played if "r5/bc" in p] == [f"{tmp_path}/r5/bc/seed_1"]
+    kept = [Path(p).name for p in played[1:]]
+    assert kept == [f"r3_social_aux_seed_{k}.pt" for k in range(1, 6)]  # committed agents
+    assert all("_alone.csv" in line and "--partners none" in line for line in alone)
+    assert any(line.endswith("derived_tables.py") for line in done.stdout.splitlines())

@@ -23,6 +23,11 @@
   logged cell accuracy (``social_r3_cell_accuracy_runs.csv``) beside the two trivial predictors'
   (``social_r3_view_chance.csv``, by ``view_chance.py``), each a mean over seeds with its
   Student-t 95% interval, and the per-seed differences decoder - predictor likewise.
+- ``social_r5_settings.csv`` (for ``social_r5_imitation.md``): the greedy return per seed of the
+  cloned novice (R5) and R3's arm A beside the oracles (``social_r5_eval.csv``,
+  ``social_r3_eval.csv``) and alone (``social_r5/*_alone.csv``), each arm and setting's mean with
+  its Student-t interval, and the plan's Welch tests (the clone alone against beside; the clone
+  against A in each setting).
 """
 
 from __future__ import annotations
@@ -170,6 +175,47 @@ def r3_view_chance() -> None:
     write(RESULTS / "social_r3_view_chance_t.csv", header, out)
 
 
+def r5_settings() -> None:
+    """R5's greedy returns beside the oracles (``social_r5_eval.csv``, ``social_r3_eval.csv``)
+    and alone (``social_r5/<arm>_seed_<k>_alone.csv``) of the cloned novice and R3's arm A."""
+    import re
+
+    from marlgrid.analysis.stats import welch
+
+    alone = sorted((RESULTS / "social_r5").glob("*_seed_*_alone.csv"))
+    if not alone:
+        print("skipped social_r5_settings.csv: no social_r5/*_alone.csv (findings_runs.sh r5)")
+        return
+    arms = {"bc": "r5_bc", "social_aux": "r3_social_aux"}
+    where = re.compile(r"r[35][/_](bc|social_aux)[/_]seed_(\d+)")
+    values: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for name in ("social_r5_eval.csv", "social_r3_eval.csv"):
+        for row in read(RESULTS / name):
+            found = where.search(row["run"])
+            if found and row["mode"] == "greedy":
+                arm, seed = found.groups()
+                values[(arms[arm], "beside")][seed] = float(row["return"])
+    for path in alone:
+        found = where.search(path.name)
+        if found:
+            arm, seed = found.groups()
+            ret = next(r for r in read(path) if r["metric"] == "return")
+            values[(arms[arm], "alone")][seed] = float(ret["mean"])
+    out: list[list[object]] = []
+    for (arm, setting), by_seed in values.items():
+        out += [["seed", arm, setting, seed, v, "", ""] for seed, v in sorted(by_seed.items())]
+        out.append(["mean", arm, setting, *mean_t(list(by_seed.values()))])
+    clone_alone, clone_beside = ("r5_bc", "alone"), ("r5_bc", "beside")
+    pairs = [(clone_alone, clone_beside), (clone_beside, ("r3_social_aux", "beside")),
+             (clone_alone, ("r3_social_aux", "alone"))]  # fmt: skip
+    for a, b in pairs:
+        if values.get(a) and values.get(b):
+            t, p = welch(list(values[a].values()), list(values[b].values()))
+            out.append(["welch", " ".join(a), " ".join(b), round(t, 4), round(p, 4), "", ""])
+    header = ("row", "arm", "setting", "seed_or_n", "return_or_t", "t_low_or_p", "t_high")
+    write(RESULTS / "social_r5_settings.csv", header, out)
+
+
 def main() -> None:
     popgym_by_memory()
     experts_correct_share()
@@ -177,6 +223,7 @@ def main() -> None:
     experts_eval_t()
     refresh_kl_ratio()
     r3_view_chance()
+    r5_settings()
 
 
 if __name__ == "__main__":

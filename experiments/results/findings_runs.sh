@@ -133,10 +133,11 @@ evaluate() {  # evaluate PAGE [experts_eval options]: the page's finished runs i
 --csv $RESULTS/social_${page}_eval.csv --merge"
 }
 
-frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per run, one table each
+frozen() {  # frozen PAGE TAG OPTIONS FOLDER...: evaluate.py OPTIONS per finished run, one
+  # table each
   local page=$1 tag=$2 options=$3
   shift 3
-  play "$page" "$tag" "$options" $(here "$@")
+  play "$page" "$tag" "$options" $(finished "$@")
 }
 
 play() {  # play PAGE TAG OPTIONS RUN_OR_FILE...: evaluate.py OPTIONS on each, one table each,
@@ -241,8 +242,12 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
     r5)
       evaluate r5 --partners
       frozen r5 alone "$ALONE" r5/bc
+      # R3's arm A alone, from its kept agents (its run directories need not be here)
+      play r5 alone "$ALONE" "$AGENTS"/r3_social_aux_seed_*.pt
       compare r5 "$r3 $RESULTS/social_r5_eval.csv" --welch r3/social_aux r5/bc
+      step "$PY $RESULTS/derived_tables.py"  # social_r5_settings.csv: both settings, Welch
       curves r5 r5/bc
+      metric_curves r5 "losses/bc_accuracy" "--smooth 5" r5/bc
       keep r5/bc ;;
     r7)
       frozen r7 alone "$ALONE" r7/mixed r3/alone_aux
