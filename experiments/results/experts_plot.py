@@ -163,6 +163,19 @@ FIGURES = (
         "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: part 5's seed trained on to 16M steps",
         "experts_part7_curves.png",
     ),
+    Figure(
+        "experts_part8",
+        {
+            "name=goal_cycle_expert_13x13_warm,scale=full": canonical_arm(
+                "13x13, gated, started from the 7x7 library expert (1 seed)"
+            ),
+            "name=goal_cycle_expert_13x13_gated,scale=full": Arm(
+                "13x13, gated, from scratch (part 5, 1 seed)", policies=(), prefix="experts_part5"
+            ),
+        },
+        "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: a size curriculum (7x7 expert -> 13x13)",
+        "experts_part8_curves.png",
+    ),
 )
 
 

@@ -11,6 +11,7 @@
 #   PART=5 bash experiments/results/experts_runs.sh   # part 5: 13x13, gated penalty, seed 1
 #   PART=6 bash experiments/results/experts_runs.sh   # part 6: 4 tiles, gate at 5, 6M steps, seed 1
 #   PART=7 bash experiments/results/experts_runs.sh   # part 7: part 5's seed trained on to 16M
+#   PART=8 bash experiments/results/experts_runs.sh   # part 8: 13x13 started from a 7x7 expert
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -55,6 +56,9 @@ total_timesteps=6000000 name=goal_cycle_expert_gate5"
 name=goal_cycle_expert_13x13_gated"
   [canonical_gated_16m]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
 total_timesteps=16000000 extend=true name=goal_cycle_expert_13x13_gated_16m"
+  [canonical_warm]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
+total_timesteps=4000000 init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt \
+name=goal_cycle_expert_13x13_warm"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -69,13 +73,15 @@ declare -A DIRS=(
   [tiles4_gated_chunk64]=goal_cycle_expert_4tiles_gated_chunk64
   [tiles4_gated_gtrxl]=goal_cycle_expert_4tiles_gated_gtrxl
   [canonical_gated]=goal_cycle_expert_13x13_gated [tiles4_gate5]=goal_cycle_expert_4tiles_gate5
-  [canonical_gated_16m]=goal_cycle_expert_13x13_gated_16m
+  [canonical_gated_16m]=goal_cycle_expert_13x13_gated_16m [canonical_warm]=goal_cycle_expert_13x13_warm
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
 declare -A FROM=([canonical_gated_16m]=canonical_gated)
-[[ ${PART:-} =~ ^[1-7]?$ ]] || { echo "PART must be 1 to 7 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 7 ]]; then
+[[ ${PART:-} =~ ^[1-8]?$ ]] || { echo "PART must be 1 to 8 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 8 ]]; then
+  DEFAULT=(canonical_warm:1)
+elif [[ ${PART:-1} == 7 ]]; then
   DEFAULT=(canonical_gated_16m:1)
 elif [[ ${PART:-1} == 6 ]]; then
   DEFAULT=(tiles4_gate5:1)  # seed 2 only if seed 1 passes (experts.md, part 6)
@@ -207,10 +213,15 @@ analyse_part7() {  # part 5's seed trained on to 16M: as part 5
   analyse_stages part7 canonical_gated_16m 0.25 0.5 0.75 1.0 1.25 1.5
 }
 
+analyse_part8() {  # 13x13 started from the 7x7 library expert: as part 5
+  analyse_arms part8 canonical_warm
+  analyse_stages part8 canonical_warm 0.25 0.5 0.75 1.0 1.25 1.5
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }

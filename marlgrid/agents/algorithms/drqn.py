@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -85,6 +85,8 @@ class DRQN:
     ``cfg`` is used as given: :meth:`DRQNConfig.validate` checks it (the trainer does, once,
     before it builds anything; call it when building a learner yourself).
     """
+
+    WEIGHTS: ClassVar[tuple[str, ...]] = ("q", "target")  # what init_from takes (warm_start.py)
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ class NetworkLearnerState:
 
     #: integer attributes saved and restored with the network
     COUNTERS: ClassVar[tuple[str, ...]] = ("num_updates",)
+    WEIGHTS: ClassVar[tuple[str, ...]] = ("net",)  # what init_from takes (warm_start.py)
 
     def initial_state(self, num_slots: int) -> Tensor:
         """Zero memory state for ``num_slots`` slots."""

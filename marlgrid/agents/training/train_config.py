@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from marlgrid.agents.learner import config_from_dict, default_config
@@ -91,6 +92,9 @@ class TrainConfig:
     video_every: int = 0  # also record every N iterations (0: only at the end)
     resume: bool = True  # continue from the newest checkpoint in the run directory if any
     extend: bool = False  # resume even if total_timesteps differs from the run's (train on to it)
+    # a run directory, checkpoint or exported agent whose network weights start the learners
+    # (warm_start.py); a resumed run continues from its own checkpoint instead
+    init_from: str | None = None
     torch_threads: int = 1  # torch CPU threads
 
     def __post_init__(self) -> None:
@@ -118,6 +122,13 @@ class TrainConfig:
                   why="threads past the CPU's cores only contend for them")  # fmt: skip
         for key in ("video", "resume", "extend"):
             check_bool(key, getattr(self, key))
+        if self.init_from is not None and (
+            not isinstance(self.init_from, str) or not Path(self.init_from).exists()
+        ):
+            raise ConfigError(
+                f"init_from must name a run directory, checkpoint or exported agent file that "
+                f"exists, got {self.init_from!r}"
+            )
         for key in ("csv", "tensorboard", "progress"):
             check_bool(f"logger.{key}", getattr(self.logger, key))
         check_int("logger.print_every", self.logger.print_every, low=0)

@@ -77,6 +77,7 @@ from marlgrid.agents.training.train_config import (
     iteration_steps,
     learner_configs,
 )
+from marlgrid.agents.training.warm_start import warm_start
 
 __all__ = [
     "EnvConfig",
@@ -137,6 +138,10 @@ class Trainer:
             for name, group in stream.learners.items():
                 self.learners.setdefault(name, group)
         self.learner_columns = main.learner_columns
+        self.warm_started: dict[str, str] = {}  # learner -> the saved learner it started from
+        if cfg.init_from is not None:  # a resume overwrites these weights with its own
+            learners = {name: g.learner for name, g in self.learners.items()}
+            self.warm_started = warm_start(learners, cfg.init_from)
         self.rules: dict[str, Any] = {}  # rules set during training (set_rules), every stream
         self.steps = iteration_steps(cfg)
         per_iteration = self.steps * sum(s.vec.num_envs for s in self.streams)
@@ -311,6 +316,8 @@ class Trainer:
                 f"training {cfg.name} in {self.run_dir}: {self.num_iterations} updates of "
                 f"{self.steps * sum(s.vec.num_envs for s in self.streams)} env steps"
             )
+            for name, source in self.warm_started.items():
+                self.say(f"learner {name} starts from the weights of {source} in {cfg.init_from}")
         write_run_config(self.run_dir, cfg)  # config.json: the run's config as plain data
         logger = Logger(
             self.run_dir, cfg.logger.csv, cfg.logger.tensorboard, cfg.logger.print_every,

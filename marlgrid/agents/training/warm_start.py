@@ -1,0 +1,61 @@
+"""Starting a run's learners from trained weights (``init_from=PATH``).
+
+``PATH`` is a run directory (its newest checkpoint), one checkpoint file, or an exported agent
+file (``experiments/experts/*.pt``). Each learner of the new run takes the network weights of
+the saved learner of the same name, or of the file's only learner; its optimizer, counters,
+schedules and RNG start fresh, as in any new run. The weights a learner class takes are the
+entries its ``WEIGHTS`` class attribute names in its ``state_dict`` (``("net",)`` for the
+network learners, the online and target Q-networks for DRQN). Weights of another shape raise
+:class:`~marlgrid.agents.training.checkpoint.CheckpointError` naming the first tensor that
+differs, before anything is trained. A resumed run continues from its own checkpoint instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from marlgrid.agents.learner import Learner
+from marlgrid.agents.training.checkpoint import load_learners
+from marlgrid.agents.training.roles import load_saved_state
+from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
+from marlgrid.config import ConfigError
+
+
+def saved_weights_file(target: str | Path) -> Path:
+    """The checkpoint or exported file ``init_from`` names (a run directory: its newest)."""
+    try:
+        return SavedRun(target).checkpoint
+    except SavedRunError as exc:
+        raise ConfigError(f"init_from: {exc}") from None
+
+
+def warm_start(learners: Mapping[str, Learner], target: str | Path) -> dict[str, str]:
+    """Load the saved network weights of ``target`` into ``learners`` (by name); returns, per
+    learner started, the saved learner whose weights it took."""
+    path = saved_weights_file(target)
+    saved = load_learners(path)["learners"]
+    taken: dict[str, str] = {}
+    for name, learner in learners.items():
+        source = name if name in saved else next(iter(saved)) if len(saved) == 1 else None
+        if source is None:
+            raise ConfigError(
+                f"init_from: {path} holds learners {sorted(saved)}, none named {name!r} (a "
+                "file with one learner starts every learner of the run)"
+            )
+        keys = getattr(type(learner), "WEIGHTS", None)
+        if not keys:
+            raise ConfigError(
+                f"init_from: learner {name!r} ({type(learner).__name__}) names no WEIGHTS, the "
+                "state_dict entries that hold its networks"
+            )
+        state: dict[str, Any] = learner.state_dict()
+        missing = [k for k in keys if k not in saved[source]]
+        if missing:
+            raise ConfigError(f"init_from: learner {source!r} of {path} has no {missing[0]!r}")
+        state.update({k: saved[source][k] for k in keys})
+        load_saved_state(learner, state, f"init_from: learner {source!r} of {path} does not fit "
+                         f"learner {name!r} of this run")  # fmt: skip
+        taken[name] = source
+    return taken
