@@ -35,7 +35,9 @@ Writes ``<out>.png`` (curves: the mean with its t-band, or ``--curve-stat iqm``)
 ``<out>_curves.csv`` and, with ``--welch``, ``<out>_welch.csv``. With ``--merge`` the three CSVs
 keep the conditions they already hold that this call does not aggregate (a page's analysis
 rerun after some run directories are gone), the figure shows those too, and the page lists them;
-Welch's tests are between conditions aggregated now. Installed, the command is
+Welch's tests are between conditions aggregated now. ``--borrow STEM CONDITION`` (with
+``--merge``) adds a condition from another page's outputs, e.g. a baseline arm whose runs are
+gone. Installed, the command is
 ``marlgrid-aggregate``.
 """
 
@@ -54,7 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from marlgrid.analysis import Aggregate, AnalysisError, Run, aggregate, read_curve
-from marlgrid.analysis.merge import merge_into
+from marlgrid.analysis.merge import borrow_rows, merge_into
 from marlgrid.analysis.report import (
     FinalRow,
     WelchResult,
@@ -324,6 +326,15 @@ def main(argv: list[str] | None = None) -> None:
         "(their runs gone); the figure shows them all",
     )
     parser.add_argument(
+        "--borrow",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("STEM", "CONDITION"),
+        help="with --merge: also show CONDITION from another page's outputs at STEM (e.g. "
+        "experiments/results/social_r3_episodic_return name=r3_alone_aux; repeatable)",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="exit 1 when a run is left out or missing, or a metrics.csv row was skipped",
@@ -333,6 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--evaluate must be >= 0 and --eval-envs >= 1")
     if args.below and args.threshold is None:
         parser.error("--below needs --threshold")
+    if args.borrow and not args.merge:
+        parser.error("--borrow needs --merge (the borrowed condition is merged into --out)")
 
     final_value, definition = None, None
     if args.evaluate:
@@ -368,6 +381,13 @@ def main(argv: list[str] | None = None) -> None:
     files["png"].parent.mkdir(parents=True, exist_ok=True)
     try:
         kept = write_tables(files, result, args.threshold, args.merge)
+        for stem, label in args.borrow:
+            if any(row.label == label for row in result.finals):
+                raise AnalysisError(f"--borrow {stem} {label}: {label!r} is aggregated here")
+            borrowed = outputs(Path(stem))
+            for kind in ("final", "runs", "curves"):
+                borrow_rows(borrowed[kind], files[kind], "condition", label)
+            kept = [c for c in kept if c != label] + [f"{label} (from {stem})"]
     except AnalysisError as err:
         parser.error(str(err))
     curves = read_curves_csv(files["curves"]) if args.merge else result.curves

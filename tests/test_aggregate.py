@@ -235,6 +235,37 @@ def test_merge_keeps_the_conditions_whose_runs_are_gone(tmp_path, capsys, monkey
     assert "## Conditions kept from the earlier outputs" in Path(f"{out}.md").read_text()
 
 
+def test_borrow_adds_a_condition_from_another_pages_outputs(tmp_path, capsys, monkeypatch):
+    from experiments import aggregate as aggregate_cli
+
+    sweep = write_sweep(tmp_path)
+    runs = {lr: sorted(sweep.glob(f"*agent.lr={lr}*/seed_*")) for lr in ("0.001", "0.0003")}
+    other, page = tmp_path / "other", tmp_path / "page"
+    run_cli([str(sweep), "--group-by", "agent.lr", "--out", str(other)], capsys)
+    label = "agent.lr=0.0003"
+    drawn = []
+    monkeypatch.setattr(aggregate_cli, "plot_curves", lambda path, curves, *_: drawn.extend(curves))
+    here = [str(r) for r in runs["0.001"]]
+    args = [*here, "--group-by", "agent.lr", "--merge", "--borrow", str(other), label]
+    stdout, _ = run_cli([*args, "--out", str(page)], capsys)
+    for kind in ("final", "runs", "curves"):
+        ours = [r for r in read_csv(Path(f"{page}_{kind}.csv")) if r["condition"] == label]
+        theirs = [r for r in read_csv(Path(f"{other}_{kind}.csv")) if r["condition"] == label]
+        assert ours == theirs and ours, kind
+    assert sorted(c.label for c in drawn) == ["agent.lr=0.0003", "agent.lr=0.001"]
+    assert f"{label} (from {other})" in stdout
+    with pytest.raises(SystemExit):  # a condition aggregated here is not borrowed over it
+        main([*here, "--group-by", "agent.lr", "--merge", "--borrow", str(other),
+              "agent.lr=0.001", "--out", str(page)])  # fmt: skip
+    assert "'agent.lr=0.001' is aggregated here" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*here, "--merge", "--borrow", str(other), "agent.lr=9", "--out", str(page)])
+    assert "has no condition 'agent.lr=9'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*here, "--borrow", str(other), label, "--out", str(page)])
+    assert "--borrow needs --merge" in capsys.readouterr().err
+
+
 def test_steps_to_a_threshold_and_welch_from_the_command_line(tmp_path, capsys):
     sweep = write_sweep(tmp_path)
     out = tmp_path / "results" / "demo"

@@ -114,3 +114,23 @@ def test_r5_plays_finished_clones_and_arm_a_kept_agents_alone(tmp_path) -> None:
     assert kept == [f"r3_social_aux_seed_{k}.pt" for k in range(1, 6)]  # committed agents
     assert all("_alone.csv" in line and "--partners none" in line for line in alone)
     assert any(line.endswith("derived_tables.py") for line in done.stdout.splitlines())
+
+
+def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path) -> None:
+    fake_run(tmp_path / "r7/mixed/seed_1", 1500, 1500)
+    fake_run(tmp_path / "r8/eps_0.3/seed_1", 1500, 1500)
+    for page in ("r7", "r8"):
+        done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
+        assert done.returncode == 0, done.stderr
+        curves = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
+        assert curves and all(
+            "--borrow experiments/results/social_r3_" in line and " name=r3_alone_aux " in line
+            for line in curves
+        )
+        assert "alone_aux" not in " ".join(line.split("--borrow")[0] for line in curves)
+    played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
+    assert not played  # R8 plays no frozen tables
+    done = run_results_shell("findings_runs", "r7", out=tmp_path, DRY="1", ANALYSE="1")
+    played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
+    assert played[0] == f"{tmp_path}/r7/mixed/seed_1"
+    assert [Path(p).name for p in played[1:]] == [f"r3_alone_aux_seed_{k}.pt" for k in range(1, 6)]

@@ -161,14 +161,16 @@ keep() {  # keep FOLDER...: export each finished run's policy for R6 to social_r
 }
 
 metric_curves() {  # metric_curves PAGE "METRIC..." "OPTIONS" FOLDER...: aggregate.py curves
-  # of each metric over the folders that hold runs, into social_<page>_<metric's last part>_*
-  local page=$1 metrics=$2 options=$3 metric folder folders=()
+  # of each metric over the folders that hold runs, into social_<page>_<metric's last part>_*;
+  # BORROW="PAGE2 CONDITION" also draws CONDITION from PAGE2's committed curves of the metric
+  local page=$1 metrics=$2 options=$3 metric folder folders=() borrow
   shift 3
   for folder in "$@"; do [[ -n $(here "$folder") ]] && folders+=("$OUT/$folder"); done
   [[ ${#folders[@]} -gt 0 ]] || return 0
   for metric in $metrics; do
+    borrow=${BORROW:+--borrow $RESULTS/social_${BORROW%% *}_${metric##*/} ${BORROW#* } }
     step "$PY experiments/aggregate.py ${folders[*]} --group-by name --metric $metric --last 20 \
-${options:+$options }--include-unfinished --merge --out $RESULTS/social_${page}_${metric##*/}"
+${options:+$options }--include-unfinished --merge $borrow--out $RESULTS/social_${page}_${metric##*/}"
     # the CSVs and the figure stay; aggregate's own page would sit beside the result pages
     step "rm -f $RESULTS/social_${page}_${metric##*/}.md"
   done
@@ -249,14 +251,16 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       curves r5 r5/bc
       metric_curves r5 "losses/bc_accuracy" "--smooth 5" r5/bc
       keep r5/bc ;;
-    r7)
-      frozen r7 alone "$ALONE" r7/mixed r3/alone_aux
-      curves r7 r7/mixed r3/alone_aux ;;
+    r7)  # beside R3's arm C (alone + next view): its kept agents and committed curves, so its
+      # run directories need not be here
+      frozen r7 alone "$ALONE" r7/mixed
+      play r7 alone "$ALONE" "$AGENTS"/r3_alone_aux_seed_*.pt
+      BORROW="r3 name=r3_alone_aux" curves r7 r7/mixed ;;
     r8)
       evaluate r8 --partners
       compare r8 "$r3 $RESULTS/social_r8_eval.csv" --welch r8/eps_0.3 r3/alone_aux \
         --welch r8/eps_0.6 r3/alone_aux
-      curves r8 r8/eps_0.3 r8/eps_0.6 r3/alone_aux ;;
+      BORROW="r3 name=r3_alone_aux" curves r8 r8/eps_0.3 r8/eps_0.6 ;;
     hidden_goal)
       evaluate hidden_goal --partners
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \

@@ -78,3 +78,23 @@ def merge_into(path: Path, key: str, write: Callable[[Path], None]) -> list[str]
     finally:
         tmp.unlink(missing_ok=True)
     return kept
+
+
+def borrow_rows(source: Path, path: Path, key: str, value: str) -> int:
+    """Merge the rows of ``source`` whose column ``key`` is ``value`` into the CSV at ``path``
+    (:func:`merge_into`: they replace that key's rows there); returns how many. A value the
+    source lacks raises :class:`AnalysisError` naming the ones it has."""
+    header, rows = _read(Path(source), key)
+    chosen = [row for row in rows if row[key] == value]
+    if not chosen:
+        found = sorted({row[key] for row in rows})
+        raise AnalysisError(f"{source} has no {key} {value!r}; it has {found}")
+
+    def write(target: Path) -> None:
+        with target.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=header)
+            writer.writeheader()
+            writer.writerows(chosen)
+
+    merge_into(Path(path), key, write)
+    return len(chosen)
