@@ -211,7 +211,7 @@ def r5_settings() -> None:
     for a, b in pairs:
         if values.get(a) and values.get(b):
             t, p = welch(list(values[a].values()), list(values[b].values()))
-            out.append(["welch", " ".join(a), " ".join(b), round(t, 4), round(p, 4), "", ""])
+            out.append(["welch", " ".join(a), " ".join(b), f"{t:.4g}", f"{p:.4g}", "", ""])
     header = ("row", "arm", "setting", "seed_or_n", "return_or_t", "t_low_or_p", "t_high")
     write(RESULTS / "social_r5_settings.csv", header, out)
 
