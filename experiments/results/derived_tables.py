@@ -28,6 +28,10 @@
   ``social_r3_eval.csv``) and alone (``social_r5/*_alone.csv``), each arm and setting's mean with
   its Student-t interval, and the plan's Welch tests (the clone alone against beside; the clone
   against A in each setting).
+- ``social_r6_transfer.csv``, ``_t.csv`` and ``_welch.csv`` (for ``social_r6_transfer.md``): the
+  frozen agents' greedy return, correct and wrong entries per condition and seed
+  (``social_r6/*_{gc4,suite}.csv``), the means with Student-t intervals, and Welch's tests of
+  each neighbouring pair of the claimed ordering (:data:`R6_CLAIMED`).
 """
 
 from __future__ import annotations
@@ -216,6 +220,56 @@ def r5_settings() -> None:
     write(RESULTS / "social_r5_settings.csv", header, out)
 
 
+#: R6's ordering as the original claims it, best first (agent file stems without the seed)
+R6_CLAIMED = ("r3_social_aux", "r3_alone_aux", "goal_cycle_7x7_3agents_expert", "r5_bc")
+
+
+def r6_transfer() -> None:
+    """R6's frozen agents in the transfer conditions (``social_r6/<agent>_seed_<k>_<set>.csv``,
+    by ``evaluate.py``): per agent, condition and seed the greedy return, correct and wrong
+    entries; per agent and condition their means with Student-t intervals; Welch's tests of
+    each neighbouring pair of the claimed ordering."""
+    import re
+
+    from marlgrid.analysis.stats import welch
+
+    name = re.compile(r"^(?P<agent>.+?)_seed_?(?P<seed>\d+)_(?P<set>gc4|suite)\.csv$")
+    wanted = {"return": "return", "rewards": "correct", "social/penalties": "wrong"}
+    values: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(dict)
+    per_seed = []
+    for path in sorted((RESULTS / "social_r6").glob("*.csv")):
+        found = name.match(path.name)
+        if not found:
+            continue
+        rows: dict[str, dict[str, float]] = defaultdict(dict)
+        for row in read(path):
+            if row["metric"] in wanted:
+                rows[row["condition"]][wanted[row["metric"]]] = float(row["mean"])
+        for condition, measures in rows.items():
+            values[(found["agent"], condition)][found["seed"]] = measures["return"]
+            per_seed.append([found["agent"], condition, found["seed"],
+                             *(measures[m] for m in wanted.values())])  # fmt: skip
+    if not per_seed:
+        print(
+            "skipped social_r6_transfer*.csv: no social_r6/*_{gc4,suite}.csv (findings_runs.sh r6)"
+        )
+        return
+    header = ("agent", "condition", "seed", "return", "correct", "wrong")
+    write(RESULTS / "social_r6_transfer.csv", header, per_seed)
+    means = [[agent, condition, *mean_t(list(by_seed.values()))]
+             for (agent, condition), by_seed in sorted(values.items())]  # fmt: skip
+    header = ("agent", "condition", "seeds", "mean", "t_low", "t_high")
+    write(RESULTS / "social_r6_transfer_t.csv", header, means)
+    tests = []
+    for condition in sorted({c for _, c in values}):
+        for a, b in zip(R6_CLAIMED, R6_CLAIMED[1:], strict=False):
+            x, y = values.get((a, condition), {}), values.get((b, condition), {})
+            if len(x) > 1 and len(y) > 1:
+                t, p = welch(list(x.values()), list(y.values()))
+                tests.append([condition, a, b, f"{t:.4g}", f"{p:.4g}"])
+    write(RESULTS / "social_r6_transfer_welch.csv", ("condition", "a", "b", "welch_t", "p"), tests)
+
+
 def main() -> None:
     popgym_by_memory()
     experts_correct_share()
@@ -224,6 +278,7 @@ def main() -> None:
     refresh_kl_ratio()
     r3_view_chance()
     r5_settings()
+    r6_transfer()
 
 
 if __name__ == "__main__":

@@ -270,7 +270,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
     r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
       # 3-tile experts of the expert recipe, frozen in the transfer envs
       play r6 gc4 "$GC4" "$AGENTS"/*.pt $EXPERTS
-      play r6 suite "$SUITE" "$AGENTS"/*.pt $EXPERTS ;;
+      play r6 suite "$SUITE" "$AGENTS"/*.pt $EXPERTS
+      step "$PY $RESULTS/derived_tables.py" ;;  # social_r6_transfer*.csv
   esac
 }
 

@@ -1,0 +1,77 @@
+"""``experiments/results/derived_tables.py``: R5's and R6's tables from per-agent evaluation
+tables, on hand-made inputs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import results_script
+
+derived_tables = results_script("derived_tables")
+HEADER = "condition,target,partners,role,greedy,metric,mean,low,high,n,checkpoint\n"
+
+
+def table(path: Path, condition: str, ret: float, correct: float, wrong: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [("return", ret), ("rewards", correct), ("penalties", -1.5 * wrong),
+            ("social/penalties", wrong)]  # fmt: skip
+    body = "".join(f"{condition},T,alone,agent_0,True,{m},{v},0,0,200,x.pt\n" for m, v in rows)
+    new = not path.exists()
+    with path.open("a") as f:
+        f.write((HEADER if new else "") + body)
+
+
+def read(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(path.open(newline="")))
+
+
+def test_r6_means_and_the_claimed_orderings_neighbours(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(derived_tables, "RESULTS", tmp_path)
+    returns = {"r3_social_aux": [3.0, 5.0], "r3_alone_aux": [1.0, 2.0, 3.0], "r5_bc": [0.0, 0.0]}
+    for agent, values in returns.items():
+        for seed, value in enumerate(values, 1):
+            for cond in ("GC4/oracle", "GC4/none"):
+                table(tmp_path / "social_r6" / f"{agent}_seed_{seed}_gc4.csv", cond, value, 9, 2)
+    expert = tmp_path / "social_r6" / "goal_cycle_7x7_3agents_expert_seed0_gc4.csv"
+    table(expert, "GC4/oracle", 7, 8, 1)
+    derived_tables.r6_transfer()
+    means = {(r["agent"], r["condition"]): r for r in read(tmp_path / "social_r6_transfer_t.csv")}
+    assert means[("r3_social_aux", "GC4/oracle")]["mean"] == "4.0"
+    assert means[("r3_alone_aux", "GC4/none")]["seeds"] == "3"
+    assert means[("goal_cycle_7x7_3agents_expert", "GC4/oracle")]["seeds"] == "1"
+    seeds = read(tmp_path / "social_r6_transfer.csv")
+    assert {(r["seed"], r["correct"], r["wrong"]) for r in seeds if r["agent"] == "r5_bc"} == {
+        ("1", "9.0", "2.0"), ("2", "9.0", "2.0")}  # fmt: skip
+    tests = read(tmp_path / "social_r6_transfer_welch.csv")
+    # A against C in both conditions; the expert has one seed, so no test touches it
+    pair = ("r3_social_aux", "r3_alone_aux")
+    assert [(r["condition"], r["a"], r["b"]) for r in tests] == [
+        ("GC4/none", *pair), ("GC4/oracle", *pair)]  # fmt: skip
+    assert float(tests[0]["welch_t"]) == pytest.approx(2.0 / (1.0 + 1 / 3) ** 0.5, rel=1e-3)
+
+
+def test_r5_settings_pairs_the_clone_and_arm_a_in_both_settings(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(derived_tables, "RESULTS", tmp_path)
+    head = "run,mode,return\n"
+    (tmp_path / "social_r5_eval.csv").write_text(
+        head + "runs/r5/bc/seed_1,greedy,6\nruns/r5/bc/seed_1,sampled,1\n"
+        "runs/r5/bc/seed_2,greedy,8\n"
+    )
+    (tmp_path / "social_r3_eval.csv").write_text(
+        head + "runs/r3/social_aux/seed_1,greedy,1\nruns/r3/social_aux/seed_2,greedy,0\n"
+        "runs/r3/social_aux_coef1/seed_1,greedy,9\n"  # another arm: not A
+    )
+    for agent, values in (("r5_bc", (5, 5.5)), ("r3_social_aux", (0.5, 1))):
+        for seed, value in enumerate(values, 1):
+            table(tmp_path / "social_r5" / f"{agent}_seed_{seed}_alone.csv", "GC/none", value, 1, 1)
+    derived_tables.r5_settings()
+    rows = read(tmp_path / "social_r5_settings.csv")
+    means = {(r["arm"], r["setting"]): r["return_or_t"] for r in rows if r["row"] == "mean"}
+    assert means == {("r5_bc", "beside"): "7.0", ("r3_social_aux", "beside"): "0.5",
+                     ("r3_social_aux", "alone"): "0.75", ("r5_bc", "alone"): "5.25"}  # fmt: skip
+    welch = [(r["arm"], r["setting"]) for r in rows if r["row"] == "welch"]
+    assert welch == [("r5_bc alone", "r5_bc beside"), ("r5_bc beside", "r3_social_aux beside"),
+                     ("r5_bc alone", "r3_social_aux alone")]  # fmt: skip
