@@ -30,8 +30,8 @@
   against A in each setting).
 - ``social_r6_transfer.csv``, ``_t.csv`` and ``_welch.csv`` (for ``social_r6_transfer.md``): the
   frozen agents' greedy return, correct and wrong entries per condition and seed
-  (``social_r6/*_{gc4,suite}.csv``), the means with Student-t intervals, and Welch's tests of
-  each neighbouring pair of the claimed ordering (:data:`R6_CLAIMED`).
+  (``social_r6/*_{gc4,suite}.csv``), the mean return with its Student-t interval and the mean
+  entries, and Welch's tests of each neighbouring pair of the claimed ordering (:data:`R6_CLAIMED`).
 """
 
 from __future__ import annotations
@@ -235,7 +235,8 @@ def r6_transfer() -> None:
 
     name = re.compile(r"^(?P<agent>.+?)_seed_?(?P<seed>\d+)_(?P<set>gc4|suite)\.csv$")
     wanted = {"return": "return", "rewards": "correct", "social/penalties": "wrong"}
-    values: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(dict)
+    values: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    entries: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     per_seed = []
     for path in sorted((RESULTS / "social_r6").glob("*.csv")):
         found = name.match(path.name)
@@ -247,6 +248,7 @@ def r6_transfer() -> None:
                 rows[row["condition"]][wanted[row["metric"]]] = float(row["mean"])
         for condition, measures in rows.items():
             values[(found["agent"], condition)][found["seed"]] = measures["return"]
+            entries[(found["agent"], condition)].append((measures["correct"], measures["wrong"]))
             per_seed.append([found["agent"], condition, found["seed"],
                              *(measures[m] for m in wanted.values())])  # fmt: skip
     if not per_seed:
@@ -256,9 +258,12 @@ def r6_transfer() -> None:
         return
     header = ("agent", "condition", "seed", "return", "correct", "wrong")
     write(RESULTS / "social_r6_transfer.csv", header, per_seed)
-    means = [[agent, condition, *mean_t(list(by_seed.values()))]
-             for (agent, condition), by_seed in sorted(values.items())]  # fmt: skip
-    header = ("agent", "condition", "seeds", "mean", "t_low", "t_high")
+    means = []
+    for (agent, condition), by_seed in sorted(values.items()):
+        correct, wrong = zip(*entries[(agent, condition)], strict=True)
+        entry_means = [round(sum(c) / len(c), 4) for c in (correct, wrong)]
+        means.append([agent, condition, *mean_t(list(by_seed.values())), *entry_means])
+    header = ("agent", "condition", "seeds", "mean", "t_low", "t_high", "correct", "wrong")
     write(RESULTS / "social_r6_transfer_t.csv", header, means)
     tests = []
     for condition in sorted({c for _, c in values}):
