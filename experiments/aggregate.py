@@ -180,11 +180,28 @@ def relabelled(result: Aggregate, labels: dict[str, str]) -> Aggregate:
     return replace(result, finals=finals, curves=curves)
 
 
+def check_borrow(borrow: Sequence[Sequence[str]], result: Aggregate) -> None:
+    """Each ``(stem, condition)`` to borrow is in that stem's final CSV and not aggregated here;
+    :class:`AnalysisError` says which is not, before any output is written."""
+    for stem, label in borrow:
+        if any(row.label == label for row in result.finals):
+            raise AnalysisError(f"--borrow {stem} {label}: {label!r} is aggregated here")
+        source = outputs(Path(stem))["final"]
+        found = sorted(earlier_labels(source).values())
+        if label not in found:
+            raise AnalysisError(f"--borrow: {source} has no condition {label!r}; it has {found}")
+
+
 def write_tables(
-    files: dict[str, Path], result: Aggregate, threshold: float | None, merge: bool
+    files: dict[str, Path],
+    result: Aggregate,
+    threshold: float | None,
+    merge: bool,
+    borrow: Sequence[Sequence[str]] = (),
 ) -> list[str]:
     """The final, per-run and curve CSVs; with ``merge``, merged by condition into the existing
-    ones (:mod:`marlgrid.analysis.merge`). Returns the conditions kept from those."""
+    ones (:mod:`marlgrid.analysis.merge`), and each borrowed ``(stem, condition)`` merged in
+    from that stem's CSVs. Returns the conditions kept from the existing ones or borrowed."""
     writers = {
         "final": lambda path: write_final_csv(path, result.finals, threshold),
         "runs": lambda path: write_runs_csv(path, result.finals),
@@ -196,6 +213,10 @@ def write_tables(
             write(files[name])
             continue
         kept += [c for c in merge_into(files[name], "condition", write) if c not in kept]
+    for stem, label in borrow:
+        for name in writers:
+            borrow_rows(outputs(Path(stem))[name], files[name], "condition", label)
+        kept = [c for c in kept if c != label] + [f"{label} (from {stem})"]
     return kept
 
 
@@ -371,6 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.merge:  # the conditions keep the labels they had in the outputs merged into
         result = relabelled(result, earlier_labels(files["final"]))
     try:
+        check_borrow(args.borrow, result)
         if args.threshold is not None:
             with_steps_to(result, args.threshold, args.smooth, args.below)
         tests = [welch_between(find_row(result.finals, a), find_row(result.finals, b))
@@ -380,14 +402,7 @@ def main(argv: list[str] | None = None) -> None:
 
     files["png"].parent.mkdir(parents=True, exist_ok=True)
     try:
-        kept = write_tables(files, result, args.threshold, args.merge)
-        for stem, label in args.borrow:
-            if any(row.label == label for row in result.finals):
-                raise AnalysisError(f"--borrow {stem} {label}: {label!r} is aggregated here")
-            borrowed = outputs(Path(stem))
-            for kind in ("final", "runs", "curves"):
-                borrow_rows(borrowed[kind], files[kind], "condition", label)
-            kept = [c for c in kept if c != label] + [f"{label} (from {stem})"]
+        kept = write_tables(files, result, args.threshold, args.merge, args.borrow)
     except AnalysisError as err:
         parser.error(str(err))
     curves = read_curves_csv(files["curves"]) if args.merge else result.curves

@@ -254,10 +254,12 @@ def test_borrow_adds_a_condition_from_another_pages_outputs(tmp_path, capsys, mo
         assert ours == theirs and ours, kind
     assert sorted(c.label for c in drawn) == ["agent.lr=0.0003", "agent.lr=0.001"]
     assert f"{label} (from {other})" in stdout
+    fresh = tmp_path / "fresh"
     with pytest.raises(SystemExit):  # a condition aggregated here is not borrowed over it
         main([*here, "--group-by", "agent.lr", "--merge", "--borrow", str(other),
-              "agent.lr=0.001", "--out", str(page)])  # fmt: skip
+              "agent.lr=0.001", "--out", str(fresh)])  # fmt: skip
     assert "'agent.lr=0.001' is aggregated here" in capsys.readouterr().err
+    assert not list(tmp_path.glob("fresh*"))  # refused before anything was written
     with pytest.raises(SystemExit):
         main([*here, "--merge", "--borrow", str(other), "agent.lr=9", "--out", str(page)])
     assert "has no condition 'agent.lr=9'" in capsys.readouterr().err
