@@ -176,6 +176,22 @@ FIGURES = (
         "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: a size curriculum (7x7 expert -> 13x13)",
         "experts_part8_curves.png",
     ),
+    Figure(
+        "experts_part9",
+        {
+            "name=goal_cycle_expert_13x13_warm_8m,scale=full": canonical_arm(
+                "13x13, gated, from the 7x7 library expert, 8M steps (1 seed)"
+            ),
+            "name=goal_cycle_expert_13x13_warm,scale=full": Arm(
+                "the same start, 4M steps (part 8)", policies=(), prefix="experts_part8"
+            ),
+            "name=goal_cycle_expert_13x13_gated,scale=full": Arm(
+                "13x13, gated, from scratch (part 5)", policies=(), prefix="experts_part5"
+            ),
+        },
+        "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: the size curriculum with part 5's budget",
+        "experts_part9_curves.png",
+    ),
 )
 
 
