@@ -38,8 +38,11 @@ def warm_start(learners: Mapping[str, Learner], target: str | Path) -> dict[str,
     saved = load_learners(path)["learners"]
     taken: dict[str, str] = {}
     for name, learner in learners.items():
-        source = name if name in saved else next(iter(saved)) if len(saved) == 1 else None
-        if source is None:
+        if name in saved:
+            source = name
+        elif len(saved) == 1:
+            (source,) = saved
+        else:
             raise ConfigError(
                 f"init_from: {path} holds learners {sorted(saved)}, none named {name!r} (a "
                 "file with one learner starts every learner of the run)"
