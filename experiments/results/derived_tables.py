@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent
@@ -267,7 +268,7 @@ def r6_transfer() -> None:
     write(RESULTS / "social_r6_transfer_t.csv", header, means)
     tests = []
     for condition in sorted({c for _, c in values}):
-        for a, b in zip(R6_CLAIMED, R6_CLAIMED[1:], strict=False):
+        for a, b in pairwise(R6_CLAIMED):
             x, y = values.get((a, condition), {}), values.get((b, condition), {})
             if len(x) > 1 and len(y) > 1:
                 t, p = welch(list(x.values()), list(y.values()))
