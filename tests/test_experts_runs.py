@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "12"])
+@pytest.mark.parametrize("part", ["0", "x", "11", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 9 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 10 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -120,3 +120,30 @@ def test_parts_8_and_9_start_13x13_from_the_7x7_library_expert(tmp_path, part, s
     assert f"init_from={expert}" in command and (Path(__file__).parents[1] / expert).is_file()
     assert "experiment=goal_cycle_expert " in command and "scale=small" not in command
     assert "curriculum.penalty.threshold=10.0" in command and f"total_timesteps={steps}" in command
+
+
+def test_part_10_starts_two_4_tile_seeds_from_the_3_tile_library_expert(tmp_path) -> None:
+    """Part 10 is part 3's gated 4-tile design with one change: the starting weights."""
+    done = run_results_shell("experts_runs", out=tmp_path, PART="10", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
+    expert = "experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
+    for command in commands:
+        for override in ("scale=small", "env.settings.n_goals=4", "curriculum.penalty.threshold=8.0",
+                         f"init_from={expert}", "name=goal_cycle_expert_4tiles_warm"):  # fmt: skip
+            assert override in command
+        assert "total_timesteps" not in command  # part 3's budget: the preset's 3M steps
+
+
+def test_part_10_analysis_counts_the_ruled_out_mistakes_of_both_seeds(tmp_path) -> None:
+    for seed in (1, 2):
+        (tmp_path / "goal_cycle_expert_4tiles_warm" / f"seed_{seed}").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="10", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (visits,) = [line for line in lines if "tile_visits.py" in line]
+    assert "--csv experiments/results/experts_part10_tile_memory.csv" in visits
+    assert all(f"goal_cycle_expert_4tiles_warm/seed_{k}" in visits for k in (1, 2))
+    stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
+    assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]

@@ -11,7 +11,10 @@ output: the mean over seeds with its Student-t 95% band, none at one seed); part
 (``experts_part4_curves.png``) the memory probes beside part 3's gated runs; part 5
 (``experts_part5_curves.png``) the gated 13x13 run beside part 2's; part 6
 (``experts_part6_curves.png``) the 4-tile run gated at 5 beside part 3's; part 7
-(``experts_part7_curves.png``) part 5's seed trained on to 16M steps. The return panel
+(``experts_part7_curves.png``) part 5's seed trained on to 16M steps; parts 8 and 9
+(``experts_part8_curves.png``, ``experts_part9_curves.png``) 13x13 started from the 7x7 library
+expert beside part 5; part 10 (``experts_part10_curves.png``) 4 tiles started from the 3-tile
+library expert beside part 3. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -191,6 +194,21 @@ FIGURES = (
         },
         "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: the size curriculum with part 5's budget",
         "experts_part9_curves.png",
+    ),
+    Figure(
+        "experts_part10",
+        {
+            "name=goal_cycle_expert_4tiles_warm,scale=small": four_tile_arm(
+                "4 tiles, gate at 8, started from the 3-tile library expert (2 seeds)"
+            ),
+            "name=goal_cycle_expert_gated,scale=small": Arm(
+                "4 tiles, gate at 8, from scratch (part 3, 2 seeds)",
+                policies=(),
+                prefix="experts_part3",
+            ),
+        },
+        "4-tile experts started from a 3-tile expert (a tile curriculum), 7x7 / 100 steps",
+        "experts_part10_curves.png",
     ),
 )
 
