@@ -130,9 +130,9 @@ def test_part_10_starts_two_4_tile_seeds_from_the_3_tile_library_expert(tmp_path
     assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
     expert = "experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
     for command in commands:
-        for override in ("scale=small", "env.settings.n_goals=4", "curriculum.penalty.threshold=8.0",
-                         f"init_from={expert}", "name=goal_cycle_expert_4tiles_warm"):  # fmt: skip
-            assert override in command
+        overrides = ("scale=small", "env.settings.n_goals=4", "curriculum.penalty.threshold=8.0",
+                     f"init_from={expert}", "name=goal_cycle_expert_4tiles_warm")  # fmt: skip
+        assert all(override in command for override in overrides)
         assert "total_timesteps" not in command  # part 3's budget: the preset's 3M steps
 
 
