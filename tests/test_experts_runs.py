@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "11", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "12", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 10 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 11 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -147,3 +147,16 @@ def test_part_10_analysis_counts_the_ruled_out_mistakes_of_both_seeds(tmp_path) 
     assert all(f"goal_cycle_expert_4tiles_warm/seed_{k}" in visits for k in (1, 2))
     stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
     assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
+
+
+def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:
+    part9 = tmp_path / "goal_cycle_expert_13x13_warm_8m" / "seed_1"
+    (part9 / "checkpoints").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="11", DRY="1")
+    assert done.returncode == 0, done.stderr
+    part11 = tmp_path / "goal_cycle_expert_13x13_warm_16m" / "seed_1"
+    assert f"cp -r {part9} {part11}" in done.stdout
+    (command,) = [line for line in done.stdout.splitlines() if "train.py" in line]
+    for override in ("total_timesteps=16000000", "extend=true", "curriculum.penalty.threshold=10.0",
+                     f"hydra.run.dir={part11}"):  # fmt: skip
+        assert override in command

@@ -14,7 +14,8 @@ output: the mean over seeds with its Student-t 95% band, none at one seed); part
 (``experts_part7_curves.png``) part 5's seed trained on to 16M steps; parts 8 and 9
 (``experts_part8_curves.png``, ``experts_part9_curves.png``) 13x13 started from the 7x7 library
 expert beside part 5; part 10 (``experts_part10_curves.png``) 4 tiles started from the 3-tile
-library expert beside part 3. The return panel
+library expert beside part 3; part 11 (``experts_part11_curves.png``) part 9's seed trained on to
+16M steps beside part 7. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -209,6 +210,21 @@ FIGURES = (
         },
         "4-tile experts started from a 3-tile expert (a tile curriculum), 7x7 / 100 steps",
         "experts_part10_curves.png",
+    ),
+    Figure(
+        "experts_part11",
+        {
+            "name=goal_cycle_expert_13x13_warm_16m,scale=full": canonical_arm(
+                "13x13 from the 7x7 expert, trained on to 16M (part 9's seed; 8M-16M is part 11)"
+            ),
+            "name=goal_cycle_expert_13x13_gated_16m,scale=full": Arm(
+                "13x13 from scratch, trained on to 16M (part 7)",
+                policies=(),
+                prefix="experts_part7",
+            ),
+        },
+        "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: the size curriculum trained on to 16M",
+        "experts_part11_curves.png",
     ),
 )
 
