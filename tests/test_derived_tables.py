@@ -1,5 +1,5 @@
-"""``experiments/results/derived_tables.py``: R5's and R6's tables from per-agent evaluation
-tables, on hand-made inputs."""
+"""``experiments/results/derived_tables.py``: R5's, R6's and R7's tables from per-agent
+evaluation tables, on hand-made inputs."""
 
 from __future__ import annotations
 
@@ -75,3 +75,40 @@ def test_r5_settings_pairs_the_clone_and_arm_a_in_both_settings(tmp_path, monkey
     welch = [(r["arm"], r["setting"]) for r in rows if r["row"] == "welch"]
     assert welch == [("r5_bc alone", "r5_bc beside"), ("r5_bc beside", "r3_social_aux beside"),
                      ("r5_bc alone", "r3_social_aux alone")]  # fmt: skip
+
+
+def test_r7_compares_the_mixed_and_alone_arms_played_alone(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(derived_tables, "RESULTS", tmp_path)
+    arms = {"r7_mixed": (2, 4, 6), "r3_alone_aux": (1, 1.5), "r3_social_aux": (9, 9)}
+    for agent, values in arms.items():  # R3's arm A is not one of R7's arms
+        for seed, value in enumerate(values, 1):
+            table(tmp_path / "social_r7" / f"{agent}_seed_{seed}_alone.csv", "GC/none", value, 3, 1)
+    derived_tables.r7_alone()
+    rows = read(tmp_path / "social_r7_alone.csv")
+    means = {r["arm"]: (r["seed_or_n"], r["return_or_t"]) for r in rows if r["row"] == "mean"}
+    assert means == {"r7_mixed": ("3", "4.0"), "r3_alone_aux": ("2", "1.25")}
+    seeds = [
+        (r["arm"], r["seed_or_n"], r["correct"], r["wrong"]) for r in rows if r["row"] == "seed"
+    ]
+    assert ("r7_mixed", "3", "3.0", "1.0") in seeds and len(seeds) == 5
+    (welch,) = [r for r in rows if r["row"] == "welch"]
+    assert float(welch["return_or_t"]) > 0 and 0 < float(welch["t_low_or_p"]) < 1
+    assert not (tmp_path / "social_r7_training.csv").exists()  # no training curves yet
+
+
+def test_r7_pairs_each_mixed_runs_training_return_with_and_without_experts(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(derived_tables, "RESULTS", tmp_path)
+    table(tmp_path / "social_r7" / "r7_mixed_seed_1_alone.csv", "GC/none", 1, 1, 1)
+    head = "condition,seed,run,final,steps_to\n"
+    for setting, finals in (("social", (3.0, 5.0, 4.0)), ("solo", (1.0, 2.0, 3.0))):
+        body = "".join(f"name=r7_mixed,{k},runs/r7/mixed/seed_{k},{v},\n" for k, v in
+                       zip((1, 2, 3), finals, strict=True))  # fmt: skip
+        (tmp_path / f"social_r7_{setting}_episodic_return_runs.csv").write_text(head + body)
+    derived_tables.r7_alone()
+    rows = read(tmp_path / "social_r7_training.csv")
+    assert [r["difference"] for r in rows if r["row"] == "seed"] == ["2.0", "3.0", "1.0"]
+    (mean,) = [r for r in rows if r["row"] == "mean_difference"]
+    assert mean["seed_or_n"] == "3" and mean["difference"] == "2.0"
+    assert float(mean["t_low"]) < 2.0 < float(mean["t_high"])

@@ -123,6 +123,9 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
         done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
         assert done.returncode == 0, done.stderr
         curves = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
+        own = [line for line in curves if "/episodic_return --last" in line]  # charts/{social,solo}
+        assert len(own) == (2 if page == "r7" else 0) and not any("--borrow" in c for c in own)
+        curves = [line for line in curves if line not in own]
         assert curves and all(
             "--borrow experiments/results/social_r3_" in line and " name=r3_alone_aux " in line
             for line in curves
@@ -134,3 +137,4 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
     played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
     assert played[0] == f"{tmp_path}/r7/mixed/seed_1"
     assert [Path(p).name for p in played[1:]] == [f"r3_alone_aux_seed_{k}.pt" for k in range(1, 6)]
+    assert done.stdout.splitlines()[-1].endswith("derived_tables.py")  # social_r7_alone.csv

@@ -28,6 +28,13 @@
   ``social_r3_eval.csv``) and alone (``social_r5/*_alone.csv``), each arm and setting's mean with
   its Student-t interval, and the plan's Welch tests (the clone alone against beside; the clone
   against A in each setting).
+- ``social_r7_alone.csv`` (for ``social_r7_mixed.md``): played alone (``social_r7/*_alone.csv``),
+  the greedy return, correct and wrong entries per seed of the mixed-trained novice (R7) and R3's
+  arm C (alone from the start), each arm's means with the return's Student-t interval, and the
+  plan's Welch test (mixed against alone). ``social_r7_training.csv``: from the mixed runs' own
+  training curves (``social_r7_{social,solo}_episodic_return_runs.csv``), each seed's training
+  return in its episodes beside the experts and without them, and the per-seed difference's
+  mean with its Student-t interval.
 - ``social_r6_transfer.csv``, ``_t.csv`` and ``_welch.csv`` (for ``social_r6_transfer.md``): the
   frozen agents' greedy return, correct and wrong entries per condition and seed
   (``social_r6/*_{gc4,suite}.csv``), the mean return with its Student-t interval and the mean
@@ -180,6 +187,13 @@ def r3_view_chance() -> None:
     write(RESULTS / "social_r3_view_chance_t.csv", header, out)
 
 
+def played_alone(path: Path) -> dict[str, float]:
+    """Agent_0's greedy means in an ``evaluate.py`` table of a frozen agent played alone: its
+    return, correct entries (``rewards``) and wrong entries (``social/penalties``)."""
+    wanted = {"return": "return", "rewards": "correct", "social/penalties": "wrong"}
+    return {wanted[r["metric"]]: float(r["mean"]) for r in read(path) if r["metric"] in wanted}
+
+
 def r5_settings() -> None:
     """R5's greedy returns beside the oracles (``social_r5_eval.csv``, ``social_r3_eval.csv``)
     and alone (``social_r5/<arm>_seed_<k>_alone.csv``) of the cloned novice and R3's arm A."""
@@ -204,8 +218,7 @@ def r5_settings() -> None:
         found = where.search(path.name)
         if found:
             arm, seed = found.groups()
-            ret = next(r for r in read(path) if r["metric"] == "return")
-            values[(arms[arm], "alone")][seed] = float(ret["mean"])
+            values[(arms[arm], "alone")][seed] = played_alone(path)["return"]
     out: list[list[object]] = []
     for (arm, setting), by_seed in values.items():
         out += [["seed", arm, setting, seed, v, "", ""] for seed, v in sorted(by_seed.items())]
@@ -219,6 +232,60 @@ def r5_settings() -> None:
             out.append(["welch", " ".join(a), " ".join(b), f"{t:.4g}", f"{p:.4g}", "", ""])
     header = ("row", "arm", "setting", "seed_or_n", "return_or_t", "t_low_or_p", "t_high")
     write(RESULTS / "social_r5_settings.csv", header, out)
+
+
+#: R7's arms: the stems of their alone tables (``social_r7/<stem>_seed_<k>_alone.csv``)
+R7_ARMS = ("r7_mixed", "r3_alone_aux")
+
+
+def r7_alone() -> None:
+    """R7's two arms played alone, and the mixed runs' training return with and without the
+    experts (see the module's docstring)."""
+    import re
+
+    from marlgrid.analysis.stats import welch
+
+    name = re.compile(r"^(?P<arm>.+?)_seed_(?P<seed>\d+)_alone\.csv$")
+    played: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    for path in sorted((RESULTS / "social_r7").glob("*_alone.csv")):
+        found = name.match(path.name)
+        if found and found["arm"] in R7_ARMS:
+            played[found["arm"]][found["seed"]] = played_alone(path)
+    if not played:
+        print("skipped social_r7_alone.csv: no social_r7/*_alone.csv (findings_runs.sh r7)")
+        return
+    out: list[list[object]] = []
+    for arm, by_seed in played.items():
+        for seed, m in sorted(by_seed.items(), key=lambda item: int(item[0])):
+            out.append(["seed", arm, seed, m["return"], "", "", m["correct"], m["wrong"]])
+        entries = [round(sum(m[k] for m in by_seed.values()) / len(by_seed), 4)
+                   for k in ("correct", "wrong")]  # fmt: skip
+        out.append(["mean", arm, *mean_t([m["return"] for m in by_seed.values()]), *entries])
+    mixed, alone = played.get("r7_mixed", {}), played.get("r3_alone_aux", {})
+    if len(mixed) > 1 and len(alone) > 1:
+        t, p = welch([m["return"] for m in mixed.values()], [m["return"] for m in alone.values()])
+        out.append(["welch", "r7_mixed vs r3_alone_aux", "", f"{t:.4g}", f"{p:.4g}", "", "", ""])
+    header = ("row", "arm", "seed_or_n", "return_or_t", "t_low_or_p", "t_high", "correct", "wrong")
+    write(RESULTS / "social_r7_alone.csv", header, out)
+    training = {}  # setting -> {seed: the run's training return over its last 20 logged values}
+    for setting in ("social", "solo"):
+        path = RESULTS / f"social_r7_{setting}_episodic_return_runs.csv"
+        if path.exists():
+            training[setting] = {r["seed"]: float(r["final"]) for r in read(path)}
+    seeds = sorted(set(training.get("social", {})) & set(training.get("solo", {})), key=int)
+    if len(seeds) < 2:
+        print("skipped social_r7_training.csv: no social_r7_{social,solo}_episodic_return_runs.csv")
+        return
+    rows: list[list[object]] = []
+    for seed in seeds:
+        social, solo = training["social"][seed], training["solo"][seed]
+        rows.append(
+            ["seed", seed, round(social, 4), round(solo, 4), round(social - solo, 4), "", ""]
+        )
+    n, mean, low, high = mean_t([training["social"][k] - training["solo"][k] for k in seeds])
+    rows.append(["mean_difference", n, "", "", mean, low, high])
+    header = ("row", "seed_or_n", "beside_experts", "without", "difference", "t_low", "t_high")
+    write(RESULTS / "social_r7_training.csv", header, rows)
 
 
 #: R6's ordering as the original claims it, best first (agent file stems without the seed)
@@ -285,6 +352,7 @@ def main() -> None:
     r3_view_chance()
     r5_settings()
     r6_transfer()
+    r7_alone()
 
 
 if __name__ == "__main__":

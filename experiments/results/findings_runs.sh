@@ -255,7 +255,11 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       # run directories need not be here
       frozen r7 alone "$ALONE" r7/mixed
       play r7 alone "$ALONE" "$AGENTS"/r3_alone_aux_seed_*.pt
-      BORROW="r3 name=r3_alone_aux" curves r7 r7/mixed ;;
+      BORROW="r3 name=r3_alone_aux" curves r7 r7/mixed
+      # the plan's second reading: the mixed runs' training return beside the experts and without
+      metric_curves r7_social "charts/social/episodic_return" "--smooth 5" r7/mixed
+      metric_curves r7_solo "charts/solo/episodic_return" "--smooth 5" r7/mixed
+      step "$PY $RESULTS/derived_tables.py" ;;  # social_r7_alone.csv, social_r7_training.csv
     r8)
       evaluate r8 --partners
       compare r8 "$r3 $RESULTS/social_r8_eval.csv" --welch r8/eps_0.3 r3/alone_aux \
