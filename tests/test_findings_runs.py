@@ -53,7 +53,7 @@ def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_
     assert folders("losses/next_view") == {"social_aux", "alone_aux", "social_autoencoder"}
     assert folders("losses/next_view/cell_accuracy") == folders("losses/next_view")
     assert folders("social/follow_expert_agent_0") == {"social_aux", "social_autoencoder"}
-    assert folders("episodic_return") == {"social_aux", "alone_aux", "social_autoencoder"}
+    assert folders("charts/episodic_return") == {"social_aux", "alone_aux", "social_autoencoder"}
     chance = next(line for line in done.stdout.splitlines() if "view_chance.py" in line)
     played = {part.rsplit("/", 2)[1] for part in chance.split() if part.startswith(str(tmp_path))}
     assert played == {"social_aux", "alone_aux", "social_autoencoder"}
@@ -123,7 +123,7 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
         done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
         assert done.returncode == 0, done.stderr
         curves = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
-        own = [line for line in curves if "/episodic_return --last" in line]  # charts/{social,solo}
+        own = [line for line in curves if "charts/social/" in line or "charts/solo/" in line]
         assert len(own) == (2 if page == "r7" else 0) and not any("--borrow" in c for c in own)
         curves = [line for line in curves if line not in own]
         assert curves and all(

@@ -176,10 +176,11 @@ ${options:+$options }--include-unfinished --merge $borrow--out $RESULTS/social_$
   done
 }
 
-curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against env steps
+curves() {  # curves PAGE FOLDER...: return, correct and wrong entries against env steps (the
+  # return of every episode: R7's mixed runs also log charts/{social,solo}/episodic_return)
   local page=$1
   shift
-  metric_curves "$page" "episodic_return social/rewards_agent_0 social/penalties_agent_0" \
+  metric_curves "$page" "charts/episodic_return social/rewards_agent_0 social/penalties_agent_0" \
     "--smooth 5" "$@"
 }
 
