@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "12", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "13", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 11 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 12 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -160,3 +160,21 @@ def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:
     for override in ("total_timesteps=16000000", "extend=true", "curriculum.penalty.threshold=10.0",
                      f"hydra.run.dir={part11}"):  # fmt: skip
         assert override in command
+
+
+def test_part_12_trains_copies_of_part_10s_two_seeds_on_to_6m_steps(tmp_path) -> None:
+    for seed in (1, 2):
+        (tmp_path / "goal_cycle_expert_4tiles_warm" / f"seed_{seed}" / "checkpoints").mkdir(
+            parents=True
+        )
+    done = run_results_shell("experts_runs", out=tmp_path, PART="12", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
+    for seed, command in zip((1, 2), commands, strict=True):
+        part10 = tmp_path / "goal_cycle_expert_4tiles_warm" / f"seed_{seed}"
+        part12 = tmp_path / "goal_cycle_expert_4tiles_warm_6m" / f"seed_{seed}"
+        assert f"cp -r {part10} {part12}" in done.stdout
+        overrides = ("env.settings.n_goals=4", "total_timesteps=6000000", "extend=true",
+                     "curriculum.penalty.threshold=8.0", f"hydra.run.dir={part12}")  # fmt: skip
+        assert all(override in command for override in overrides)

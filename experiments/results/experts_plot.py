@@ -15,7 +15,8 @@ output: the mean over seeds with its Student-t 95% band, none at one seed); part
 (``experts_part8_curves.png``, ``experts_part9_curves.png``) 13x13 started from the 7x7 library
 expert beside part 5; part 10 (``experts_part10_curves.png``) 4 tiles started from the 3-tile
 library expert beside part 3; part 11 (``experts_part11_curves.png``) part 9's seed trained on to
-16M steps beside part 7. The return panel
+16M steps beside part 7; part 12 (``experts_part12_curves.png``) part 10's seeds trained on
+to 6M steps. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -225,6 +226,16 @@ FIGURES = (
         },
         "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: the size curriculum trained on to 16M",
         "experts_part11_curves.png",
+    ),
+    Figure(
+        "experts_part12",
+        {
+            "name=goal_cycle_expert_4tiles_warm_6m,scale=small": four_tile_arm(
+                "4 tiles from the 3-tile expert, trained on to 6M (3M-6M is part 12)"
+            ),
+        },
+        "4-tile experts started from a 3-tile expert, trained on to 6M steps, 7x7 / 100 steps",
+        "experts_part12_curves.png",
     ),
 )
 

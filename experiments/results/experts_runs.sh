@@ -15,6 +15,7 @@
 #   PART=9 bash experiments/results/experts_runs.sh   # part 9: part 8 with an 8M-step budget
 #   PART=10 bash experiments/results/experts_runs.sh  # part 10: part 3 started from a 3-tile expert
 #   PART=11 bash experiments/results/experts_runs.sh  # part 11: part 9's seed trained on to 16M
+#   PART=12 bash experiments/results/experts_runs.sh  # part 12: part 10's seeds trained on to 6M
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -34,7 +35,7 @@ OUT=${OUT:-runs/experts}
 RESULTS=experiments/results
 COMMON="torch_threads=1 video=false logger.progress=false"
 
-# the gated penalty (parts 3, 5, 6 and 8-11): stages of 0.25, raised once the training return holds
+# the gated penalty (parts 3, 5, 6 and 8-12): stages of 0.25, raised once the training return holds
 STAGES="curriculum=penalty_staged curriculum.penalty.points=null \
 'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]'"
 TILES4="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"  # 4 tiles on 7x7
@@ -69,6 +70,7 @@ total_timesteps=16000000 extend=true name=goal_cycle_expert_13x13_gated_16m"
   [tiles4_warm]="$WARM4 name=goal_cycle_expert_4tiles_warm"
   [canonical_warm_16m]="$WARM total_timesteps=16000000 extend=true \
 name=goal_cycle_expert_13x13_warm_16m"
+  [tiles4_warm_6m]="$WARM4 total_timesteps=6000000 extend=true name=goal_cycle_expert_4tiles_warm_6m"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -85,13 +87,16 @@ declare -A DIRS=(
   [canonical_gated]=goal_cycle_expert_13x13_gated [tiles4_gate5]=goal_cycle_expert_4tiles_gate5
   [canonical_gated_16m]=goal_cycle_expert_13x13_gated_16m [canonical_warm]=goal_cycle_expert_13x13_warm
   [canonical_warm_8m]=goal_cycle_expert_13x13_warm_8m [tiles4_warm]=goal_cycle_expert_4tiles_warm
-  [canonical_warm_16m]=goal_cycle_expert_13x13_warm_16m
+  [canonical_warm_16m]=goal_cycle_expert_13x13_warm_16m [tiles4_warm_6m]=goal_cycle_expert_4tiles_warm_6m
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
-declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=canonical_warm_8m)
-[[ ${PART:-} =~ ^([1-9]|1[01])?$ ]] || { echo "PART must be 1 to 11 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 11 ]]; then
+declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=canonical_warm_8m
+  [tiles4_warm_6m]=tiles4_warm)
+[[ ${PART:-} =~ ^([1-9]|1[012])?$ ]] || { echo "PART must be 1 to 12 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 12 ]]; then
+  DEFAULT=(tiles4_warm_6m:1 tiles4_warm_6m:2)
+elif [[ ${PART:-1} == 11 ]]; then
   DEFAULT=(canonical_warm_16m:1)
 elif [[ ${PART:-1} == 10 ]]; then
   DEFAULT=(tiles4_warm:1 tiles4_warm:2)
@@ -252,10 +257,16 @@ analyse_part11() {  # part 9's seed trained on to 16M: as part 9
   analyse_stages part11 canonical_warm_16m 1.5
 }
 
+analyse_part12() {  # part 10's seeds trained on to 6M: as part 10
+  analyse_arms part12 tiles4_warm_6m
+  analyse_stages part12 tiles4_warm_6m 1.5
+  ruled_out part12 tiles4_warm_6m
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
