@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "13", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "14", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 12 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 13 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -122,9 +122,13 @@ def test_parts_8_and_9_start_13x13_from_the_7x7_library_expert(tmp_path, part, s
     assert "curriculum.penalty.threshold=10.0" in command and f"total_timesteps={steps}" in command
 
 
-def test_part_10_starts_two_4_tile_seeds_from_the_3_tile_library_expert(tmp_path) -> None:
-    """Part 10 is part 3's gated 4-tile design with one change: the starting weights."""
-    done = run_results_shell("experts_runs", out=tmp_path, PART="10", DRY="1")
+@pytest.mark.parametrize(("part", "budget"), [("10", None), ("13", "total_timesteps=6000000")])
+def test_parts_10_and_13_start_two_4_tile_seeds_from_the_3_tile_library_expert(
+    tmp_path, part, budget
+) -> None:
+    """Part 10 is part 3's gated 4-tile design with one change, the starting weights; part 13
+    is part 10 with a 6M-step budget (a new run, not an extension)."""
+    done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1")
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
     assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
@@ -132,8 +136,11 @@ def test_part_10_starts_two_4_tile_seeds_from_the_3_tile_library_expert(tmp_path
     for command in commands:
         overrides = ("scale=small", "env.settings.n_goals=4", "curriculum.penalty.threshold=8.0",
                      f"init_from={expert}", "name=goal_cycle_expert_4tiles_warm")  # fmt: skip
-        assert all(override in command for override in overrides)
-        assert "total_timesteps" not in command  # part 3's budget: the preset's 3M steps
+        assert all(override in command for override in overrides) and "extend" not in command
+        if budget is None:
+            assert "total_timesteps" not in command  # part 3's budget: the preset's 3M steps
+        else:
+            assert budget in command and "name=goal_cycle_expert_4tiles_warm_long" in command
 
 
 def test_part_10_analysis_counts_the_ruled_out_mistakes_of_both_seeds(tmp_path) -> None:

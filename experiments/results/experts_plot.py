@@ -16,7 +16,8 @@ output: the mean over seeds with its Student-t 95% band, none at one seed); part
 expert beside part 5; part 10 (``experts_part10_curves.png``) 4 tiles started from the 3-tile
 library expert beside part 3; part 11 (``experts_part11_curves.png``) part 9's seed trained on to
 16M steps beside part 7; part 12 (``experts_part12_curves.png``) part 10's seeds trained on
-to 6M steps. The return panel
+to 6M steps; part 13 (``experts_part13_curves.png``) part 10's start with a 6M-step budget
+beside part 10. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -236,6 +237,21 @@ FIGURES = (
         },
         "4-tile experts started from a 3-tile expert, trained on to 6M steps, 7x7 / 100 steps",
         "experts_part12_curves.png",
+    ),
+    Figure(
+        "experts_part13",
+        {
+            "name=goal_cycle_expert_4tiles_warm_long,scale=small": four_tile_arm(
+                "4 tiles from the 3-tile expert, 6M-step budget (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm,scale=small": Arm(
+                "the same start, 3M-step budget (part 10, 2 seeds)",
+                policies=(),
+                prefix="experts_part10",
+            ),
+        },
+        "4-tile experts started from a 3-tile expert, a 6M-step budget, 7x7 / 100 steps",
+        "experts_part13_curves.png",
     ),
 )
 
