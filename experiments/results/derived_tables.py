@@ -274,7 +274,7 @@ def r7_alone() -> None:
             training[setting] = {r["seed"]: float(r["final"]) for r in read(path)}
     seeds = sorted(set(training.get("social", {})) & set(training.get("solo", {})), key=int)
     if len(seeds) < 2:
-        print("skipped social_r7_training.csv: no social_r7_{social,solo}_episodic_return_runs.csv")
+        print("skipped social_r7_training.csv: under 2 seeds in social_r7_{social,solo}_*_runs")
         return
     rows: list[list[object]] = []
     for seed in seeds:
