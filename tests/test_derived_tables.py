@@ -112,3 +112,28 @@ def test_r7_pairs_each_mixed_runs_training_return_with_and_without_experts(
     (mean,) = [r for r in rows if r["row"] == "mean_difference"]
     assert mean["seed_or_n"] == "3" and mean["difference"] == "2.0"
     assert float(mean["t_low"]) < 2.0 < float(mean["t_high"])
+
+
+def test_r8_counts_the_seeds_where_the_novice_beats_its_experts(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(derived_tables, "RESULTS", tmp_path)
+    head = "condition,seed,run,final,steps_to\n"
+    finals = {0: (5.0, 1.0, 9.0), 1: (4.0, 3.0, 2.0), 2: (2.0, 3.0, 2.0)}  # experts 3.0, 3.0, 2.0
+    for agent, values in finals.items():
+        body = "".join(f"name=r8_eps_0.3,{k},runs/r8/eps_0.3/seed_{k},{v},\n" for k, v in
+                       zip((1, 2, 10), values, strict=True))  # fmt: skip
+        (tmp_path / f"social_r8_return_agent_{agent}_runs.csv").write_text(head + body)
+    (tmp_path / "social_r8_eval.csv").write_text(
+        "run,mode,return,partners_return\n"
+        "runs/r8/eps_0.3/seed_1,greedy,2.5,3.0\nruns/r8/eps_0.3/seed_1,sampled,9,0\n"
+        "runs/r8/eps_0.3/seed_2,greedy,4.0,3.5\n"
+    )
+    derived_tables.r8_vs_experts()
+    rows = read(tmp_path / "social_r8_vs_experts.csv")
+    seeds = [r for r in rows if r["row"] == "seed"]
+    assert [r["seed_or_n"] for r in seeds] == ["1", "2", "10"]  # numeric order
+    assert [r["training_difference"] for r in seeds] == ["2.0", "-2.0", "7.0"]
+    assert [r["greedy_difference"] for r in seeds] == ["-0.5", "0.5", ""]  # seed 10 not played
+    (above,) = [r for r in rows if r["row"] == "seeds_above"]
+    assert above["arm"] == "r8_eps_0.3" and above["seed_or_n"] == "3"
+    assert above["training_difference"] == "2" and above["novice_greedy_or_n"] == "2"
+    assert above["greedy_difference"] == "1"

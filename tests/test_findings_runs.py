@@ -123,8 +123,9 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
         done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
         assert done.returncode == 0, done.stderr
         curves = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
-        own = [line for line in curves if "charts/social/" in line or "charts/solo/" in line]
-        assert len(own) == (2 if page == "r7" else 0) and not any("--borrow" in c for c in own)
+        own = [line for line in curves if "charts/social/" in line or "charts/solo/" in line
+               or "social/return_agent_" in line]  # fmt: skip
+        assert len(own) == (2 if page == "r7" else 3) and not any("--borrow" in c for c in own)
         curves = [line for line in curves if line not in own]
         assert curves and all(
             "--borrow experiments/results/social_r3_" in line and " name=r3_alone_aux " in line
@@ -133,6 +134,7 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
         assert "alone_aux" not in " ".join(line.split("--borrow")[0] for line in curves)
     played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
     assert not played  # R8 plays no frozen tables
+    assert done.stdout.splitlines()[-1].endswith("derived_tables.py")  # social_r8_vs_experts.csv
     done = run_results_shell("findings_runs", "r7", out=tmp_path, DRY="1", ANALYSE="1")
     played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
     assert played[0] == f"{tmp_path}/r7/mixed/seed_1"

@@ -35,6 +35,12 @@
   training curves (``social_r7_{social,solo}_episodic_return_runs.csv``), each seed's training
   return in its episodes beside the experts and without them, and the per-seed difference's
   mean with its Student-t interval.
+- ``social_r8_vs_experts.csv`` (for ``social_r8_imperfect_experts.md``): per epsilon arm and
+  seed, the novice's training return (agent 0) beside the mean of its two noisy experts' (agents
+  1 and 2), each the mean of the run's last 20 logged values
+  (``social_r8_return_agent_{0,1,2}_runs.csv``), and the same in the greedy evaluation
+  (``social_r8_eval.csv``: the learner's return and its partners'); per arm, on how many seeds
+  the novice scored above its experts in each.
 - ``social_r6_transfer.csv``, ``_t.csv`` and ``_welch.csv`` (for ``social_r6_transfer.md``): the
   frozen agents' greedy return, correct and wrong entries per condition and seed
   (``social_r6/*_{gc4,suite}.csv``), the mean return with its Student-t interval and the mean
@@ -288,6 +294,58 @@ def r7_alone() -> None:
     write(RESULTS / "social_r7_training.csv", header, rows)
 
 
+R8_ARMS = ("r8_eps_0.3", "r8_eps_0.6")
+
+
+def r8_arm_seed(run: str) -> tuple[str, str]:
+    """``runs/r8/eps_0.3/seed_2`` -> ``("r8_eps_0.3", "2")``."""
+    parts = Path(run).parts
+    return f"r8_{parts[-2]}", parts[-1].removeprefix("seed_")
+
+
+def r8_vs_experts() -> None:
+    """R8's novice against its noisy experts in the same runs (see the module's docstring)."""
+    training: dict[int, dict[tuple[str, str], float]] = {}
+    for agent in (0, 1, 2):
+        path = RESULTS / f"social_r8_return_agent_{agent}_runs.csv"
+        if not path.exists():
+            print(f"skipped social_r8_vs_experts.csv: no {path.name} (findings_runs.sh r8)")
+            return
+        training[agent] = {r8_arm_seed(r["run"]): float(r["final"]) for r in read(path)}
+    greedy: dict[tuple[str, str], tuple[float, float]] = {}
+    if (RESULTS / "social_r8_eval.csv").exists():
+        for r in read(RESULTS / "social_r8_eval.csv"):
+            if r["mode"] == "greedy":
+                greedy[r8_arm_seed(r["run"])] = (float(r["return"]), float(r["partners_return"]))
+    rows: list[list[object]] = []
+    for arm in R8_ARMS:
+        keys = sorted((k for k in training[0] if k[0] == arm), key=lambda k: int(k[1]))
+        above_training = above_greedy = 0
+        for key in keys:
+            novice = training[0][key]
+            experts = (training[1][key] + training[2][key]) / 2
+            above_training += novice > experts
+            played = ["", "", ""]
+            if key in greedy:
+                alone, partners = greedy[key]
+                played = [alone, partners, round(alone - partners, 4)]
+                above_greedy += alone > partners
+            rows.append(
+                ["seed", arm, key[1], round(novice, 4), round(experts, 4),
+                 round(novice - experts, 4), *played]
+            )  # fmt: skip
+        if keys:
+            n_greedy = sum(k in greedy for k in keys)
+            rows.append(
+                ["seeds_above", arm, len(keys), "", "", above_training, n_greedy, "", above_greedy]
+            )
+    header = (
+        "row", "arm", "seed_or_n", "novice_training", "experts_training", "training_difference",
+        "novice_greedy_or_n", "experts_greedy", "greedy_difference",
+    )  # fmt: skip
+    write(RESULTS / "social_r8_vs_experts.csv", header, rows)
+
+
 #: R6's ordering as the original claims it, best first (agent file stems without the seed)
 R6_CLAIMED = ("r3_social_aux", "r3_alone_aux", "goal_cycle_7x7_3agents_expert", "r5_bc")
 
@@ -353,6 +411,7 @@ def main() -> None:
     r5_settings()
     r6_transfer()
     r7_alone()
+    r8_vs_experts()
 
 
 if __name__ == "__main__":

@@ -265,7 +265,12 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate r8 --partners
       compare r8 "$r3 $RESULTS/social_r8_eval.csv" --welch r8/eps_0.3 r3/alone_aux \
         --welch r8/eps_0.6 r3/alone_aux
-      BORROW="r3 name=r3_alone_aux" curves r8 r8/eps_0.3 r8/eps_0.6 ;;
+      BORROW="r3 name=r3_alone_aux" curves r8 r8/eps_0.3 r8/eps_0.6
+      # the plan's second rule: the novice's training return against its two experts' in the
+      # same runs (the mean of the last 20 logged values each)
+      metric_curves r8 "social/return_agent_0 social/return_agent_1 social/return_agent_2" "" \
+        r8/eps_0.3 r8/eps_0.6
+      step "$PY $RESULTS/derived_tables.py" ;;  # social_r8_vs_experts.csv
     hidden_goal)
       evaluate hidden_goal --partners
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
