@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "14", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "15", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 13 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 14 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -111,8 +111,11 @@ def test_part_7_trains_a_copy_of_part_5s_run_on_to_16m_steps(tmp_path) -> None:
     assert (part7 / "checkpoints" / "ckpt_000005000.pt").exists()
 
 
-@pytest.mark.parametrize(("part", "steps"), [("8", 4_000_000), ("9", 8_000_000)])
-def test_parts_8_and_9_start_13x13_from_the_7x7_library_expert(tmp_path, part, steps) -> None:
+@pytest.mark.parametrize(
+    ("part", "steps"), [("8", 4_000_000), ("9", 8_000_000), ("14", 16_000_000)]
+)
+def test_parts_8_9_and_14_start_13x13_from_the_7x7_library_expert(tmp_path, part, steps) -> None:
+    """Parts 8, 9 and 14 differ only in the budget; each is a new run (no ``extend``)."""
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, PY="echo")
     assert done.returncode == 0, done.stderr
     (command,) = [line for line in done.stdout.splitlines() if "train.py" in line]
@@ -120,6 +123,7 @@ def test_parts_8_and_9_start_13x13_from_the_7x7_library_expert(tmp_path, part, s
     assert f"init_from={expert}" in command and (Path(__file__).parents[1] / expert).is_file()
     assert "experiment=goal_cycle_expert " in command and "scale=small" not in command
     assert "curriculum.penalty.threshold=10.0" in command and f"total_timesteps={steps}" in command
+    assert "extend" not in command
 
 
 @pytest.mark.parametrize(("part", "budget"), [("10", None), ("13", "total_timesteps=6000000")])

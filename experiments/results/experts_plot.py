@@ -17,7 +17,8 @@ expert beside part 5; part 10 (``experts_part10_curves.png``) 4 tiles started fr
 library expert beside part 3; part 11 (``experts_part11_curves.png``) part 9's seed trained on to
 16M steps beside part 7; part 12 (``experts_part12_curves.png``) part 10's seeds trained on
 to 6M steps; part 13 (``experts_part13_curves.png``) part 10's start with a 6M-step budget
-beside part 10. The return panel
+beside part 10; part 14 (``experts_part14_curves.png``) part 9's start with a 16M-step budget
+beside parts 7 and 9. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -252,6 +253,24 @@ FIGURES = (
         },
         "4-tile experts started from a 3-tile expert, a 6M-step budget, 7x7 / 100 steps",
         "experts_part13_curves.png",
+    ),
+    Figure(
+        "experts_part14",
+        {
+            "name=goal_cycle_expert_13x13_warm_long,scale=full": canonical_arm(
+                "13x13 from the 7x7 expert, a 16M-step budget (1 seed)"
+            ),
+            "name=goal_cycle_expert_13x13_warm_8m,scale=full": Arm(
+                "the same start, 8M-step budget (part 9)", policies=(), prefix="experts_part9"
+            ),
+            "name=goal_cycle_expert_13x13_gated_16m,scale=full": Arm(
+                "13x13 from scratch, trained on to 16M (part 7)",
+                policies=(),
+                prefix="experts_part7",
+            ),
+        },
+        "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: the size curriculum, a 16M-step budget",
+        "experts_part14_curves.png",
     ),
 )
 
