@@ -281,3 +281,20 @@ def test_the_random_length_script_counts_each_env_copy_alike():
     assert 0.0 <= found["reached_goal"] <= 1.0
     with pytest.raises(ValueError, match="3 agents"):
         script.measure("MarlGrid-Empty-8x8-3Agents-v0", 30, episodes=1, num_envs=1, seed=1)
+
+
+def test_the_baselines_script_can_make_the_novices_oracles_noisy():
+    script = results_script("goal_cycle_baselines")
+    clean = script.play(7, 60, 1.5, ["play_safe", "oracle", "oracle"], episodes=6, seed=3)
+    noisy = script.play(7, 60, 1.5, ["play_safe", "oracle", "oracle"], episodes=6, seed=3,
+                        epsilons=[0.0, 0.6, 0.6])  # fmt: skip
+    assert noisy["return"][:, 1:].sum() < clean["return"][:, 1:].sum()  # the oracles' own
+    np.testing.assert_array_equal(noisy["rewards"][:, 0], 1.0)  # play safe: still one tile
+    found = script.row(7, 60, 1.5, "beside_oracles", "random", 4, 3, oracle_epsilon=0.3)
+    assert found["condition"] == "beside_oracles_eps_0.3"
+    own = script.row(7, 60, 1.5, "beside_oracles", "noisy_oracle", 6, 3, oracle_epsilon=0.6)
+    oracle = script.row(7, 60, 1.5, "beside_oracles", "oracle", 6, 3, oracle_epsilon=0.6)
+    assert own["return_mean"] < oracle["return_mean"]  # the noisy oracle in the novice's slot
+    assert script.row(7, 60, 1.5, "alone", "random", 4, 3, oracle_epsilon=0.3)["condition"] == (
+        "alone"  # no oracles to make noisy
+    )

@@ -13,6 +13,11 @@ policy; an episode's value is the mean over its agents) and ``beside_oracles`` (
 novice's slot, plays it beside two oracles; an episode's value is agent_0's); with
 ``--conditions alone``, ``alone`` (one agent in ``MarlGrid-GoalCycle-13x13-v0``, the solo
 novice's setup: ``--conditions alone --csv experiments/results/goal_cycle_baselines_alone.csv``).
+``--oracle-epsilon E`` makes the two oracles of ``beside_oracles`` take a uniformly random
+action with probability E each step (R8's noisy experts; the condition reads
+``beside_oracles_eps_E``; one more row, ``noisy_oracle``, is an oracle as noisy in agent_0's
+slot): ``--scales small --penalties 1.5 --conditions beside_oracles --oracle-epsilon 0.3
+--csv experiments/results/goal_cycle_baselines_eps_0.3.csv``.
 Every row plays
 the same ``--episodes`` fresh layouts (env ``i`` seeded ``--seed + i``), all at once in one
 batch. Per episode: the return, the tile entries that paid (``rewards``) and the wrong ones
@@ -45,6 +50,8 @@ ENV_ID = "MarlGrid-GoalCycle-13x13-3Agents-v0"
 #: the same task with one agent, for the ``alone`` condition (a solo novice's setup)
 SOLO_ENV_ID = "MarlGrid-GoalCycle-13x13-v0"
 POLICIES = ("random", "play_safe", "reward_blind", "discoverer", "oracle")
+#: with ``--oracle-epsilon``, one more row: an oracle as noisy as the partners in the novice's slot
+NOISY_ORACLE = "noisy_oracle"
 #: (map side, episode length): the presets' small and full scales
 SCALES = ((7, 100), (13, 250))
 PENALTIES = (1.5, 0.0)
@@ -80,15 +87,19 @@ def play(
     episodes: int,
     seed: int,
     n_goals: int = 3,
+    epsilons: list[float] | None = None,
 ) -> dict[str, np.ndarray]:
     """One episode in each of ``episodes`` envs of ``n_goals`` tiles with agent ``k`` playing
-    ``players[k]`` (one player: the one-agent env): per-agent arrays ``(episodes, agents)`` of
-    returns and of paid and wrong tile entries."""
+    ``players[k]`` (one player: the one-agent env) with random-action chance ``epsilons[k]``
+    (default 0): per-agent arrays ``(episodes, agents)`` of returns and of paid and wrong tile
+    entries."""
     env_id = SOLO_ENV_ID if len(players) == 1 else ENV_ID
     vec = marlgrid.make_vec(
         env_id, episodes, size=size, max_steps=max_steps, penalty=penalty, n_goals=n_goals
     )
-    policies = [make_policy(name, seed=seed + 7919 * k) for k, name in enumerate(players)]
+    epsilons = epsilons or [0.0] * len(players)
+    policies = [make_policy(name, seed=seed + 7919 * k, epsilon=eps)
+                for k, (name, eps) in enumerate(zip(players, epsilons, strict=True))]  # fmt: skip
     vec.reset(seed=seed)
     engine = vec.engine  # stepped directly: no autoreset, so the last step's entries count too
     shape = (episodes, vec.num_agents)
@@ -123,10 +134,17 @@ def expected_return(policy: str, entries: np.ndarray, penalty: float, n_goals: i
 
 
 def row(size: int, max_steps: int, penalty: float, condition: str, policy: str,
-        episodes: int, seed: int, n_goals: int = 3) -> dict[str, object]:  # fmt: skip
+        episodes: int, seed: int, n_goals: int = 3,
+        oracle_epsilon: float = 0.0) -> dict[str, object]:  # fmt: skip
     players = {"all_agents": [policy] * 3, "beside_oracles": [policy, "oracle", "oracle"],
                "alone": [policy]}[condition]  # fmt: skip
-    found = play(size, max_steps, penalty, players, episodes, seed, n_goals)
+    epsilons = None
+    if oracle_epsilon and condition == "beside_oracles":  # the partners are noisy oracles
+        epsilons = [0.0, oracle_epsilon, oracle_epsilon]
+        condition = f"beside_oracles_eps_{oracle_epsilon:g}"
+        if policy == NOISY_ORACLE:  # the novice's slot plays as noisily as its partners
+            players[0], epsilons[0] = "oracle", oracle_epsilon
+    found = play(size, max_steps, penalty, players, episodes, seed, n_goals, epsilons)
     out: dict[str, object] = {
         "size": size,
         "max_steps": max_steps,
@@ -161,25 +179,37 @@ def main() -> None:
         "--conditions", nargs="+", default=list(CONDITIONS), choices=ALL_CONDITIONS,
         help="who plays (alone: one agent in the one-agent env)",
     )  # fmt: skip
+    parser.add_argument(
+        "--oracle-epsilon", type=float, default=0.0,
+        help="beside_oracles: the oracles' chance of a random action each step, in [0, 1]",
+    )  # fmt: skip
+    parser.add_argument(
+        "--scales", nargs="+", default=["small", "full"], choices=["small", "full"],
+        help="small: 7x7 / 100 steps; full: 13x13 / 250 steps",
+    )  # fmt: skip
     args = parser.parse_args()
-    defaults = (args.n_goals, args.penalties, args.conditions) == (
-        3,
-        list(PENALTIES),
-        list(CONDITIONS),
-    )
+    if not 0.0 <= args.oracle_epsilon <= 1.0:
+        parser.error(f"--oracle-epsilon must be in [0, 1] (got {args.oracle_epsilon})")
+    chosen = (args.n_goals, args.penalties, args.conditions, args.oracle_epsilon, args.scales)
+    defaults = chosen == (3, list(PENALTIES), list(CONDITIONS), 0.0, ["small", "full"])
     if args.csv is None and not defaults:
         parser.error("give --csv for rows other than the default ones (3 tiles, penalties 1.5 and "
-                     "0, conditions all_agents and beside_oracles): they would overwrite "
+                     "0, conditions all_agents and beside_oracles, noiseless oracles, both "
+                     "scales): they would overwrite "
                      f"{Path(__file__).with_suffix('.csv').name}")  # fmt: skip
     args.csv = args.csv or Path(__file__).with_suffix(".csv")
     rows = []
-    for size, max_steps in SCALES:
+    scales = [scale for name, scale in zip(("small", "full"), SCALES, strict=True)
+              if name in args.scales]  # fmt: skip
+    for size, max_steps in scales:
         for penalty in args.penalties:
             for condition in args.conditions:
-                for policy in POLICIES:
+                extra = (NOISY_ORACLE,) if args.oracle_epsilon else ()
+                for policy in (*POLICIES, *extra):
                     start = time.perf_counter()
                     rows.append(row(size, max_steps, penalty, condition, policy,
-                                    args.episodes, args.seed, args.n_goals))  # fmt: skip
+                                    args.episodes, args.seed, args.n_goals,
+                                    args.oracle_epsilon))  # fmt: skip
                     r = rows[-1]
                     print(
                         f"{size}x{size} {max_steps} steps, {args.n_goals} tiles, "
