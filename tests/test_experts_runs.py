@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "15", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "16", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 14 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 15 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -126,12 +126,16 @@ def test_parts_8_9_and_14_start_13x13_from_the_7x7_library_expert(tmp_path, part
     assert "extend" not in command
 
 
-@pytest.mark.parametrize(("part", "budget"), [("10", None), ("13", "total_timesteps=6000000")])
-def test_parts_10_and_13_start_two_4_tile_seeds_from_the_3_tile_library_expert(
-    tmp_path, part, budget
+@pytest.mark.parametrize(
+    ("part", "change"),
+    [("10", None), ("13", "total_timesteps=6000000"), ("15", "agent.chunk_len=64")],
+)
+def test_parts_10_13_and_15_start_two_4_tile_seeds_from_the_3_tile_library_expert(
+    tmp_path, part, change
 ) -> None:
     """Part 10 is part 3's gated 4-tile design with one change, the starting weights; part 13
-    is part 10 with a 6M-step budget (a new run, not an extension)."""
+    is part 10 with a 6M-step budget (a new run, not an extension), part 15 with 64-step BPTT
+    chunks."""
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1")
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
@@ -141,10 +145,11 @@ def test_parts_10_and_13_start_two_4_tile_seeds_from_the_3_tile_library_expert(
         overrides = ("scale=small", "env.settings.n_goals=4", "curriculum.penalty.threshold=8.0",
                      f"init_from={expert}", "name=goal_cycle_expert_4tiles_warm")  # fmt: skip
         assert all(override in command for override in overrides) and "extend" not in command
-        if budget is None:
+        assert ("chunk_len" in command) == (part == "15")  # else the preset's 16 steps
+        if part != "13":
             assert "total_timesteps" not in command  # part 3's budget: the preset's 3M steps
-        else:
-            assert budget in command and "name=goal_cycle_expert_4tiles_warm_long" in command
+        if change is not None:
+            assert change in command
 
 
 def test_part_10_analysis_counts_the_ruled_out_mistakes_of_both_seeds(tmp_path) -> None:

@@ -18,7 +18,8 @@ library expert beside part 3; part 11 (``experts_part11_curves.png``) part 9's s
 16M steps beside part 7; part 12 (``experts_part12_curves.png``) part 10's seeds trained on
 to 6M steps; part 13 (``experts_part13_curves.png``) part 10's start with a 6M-step budget
 beside part 10; part 14 (``experts_part14_curves.png``) part 9's start with a 16M-step budget
-beside parts 7 and 9. The return panel
+beside parts 7 and 9; part 15 (``experts_part15_curves.png``) part 10 with 64-step BPTT
+chunks beside part 10. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -271,6 +272,21 @@ FIGURES = (
         },
         "Goal-cycle expert, 13x13 / 250 steps / 3 tiles: the size curriculum, a 16M-step budget",
         "experts_part14_curves.png",
+    ),
+    Figure(
+        "experts_part15",
+        {
+            "name=goal_cycle_expert_4tiles_warm_chunk64,scale=small": four_tile_arm(
+                "4 tiles from the 3-tile expert, 64-step BPTT chunks (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm,scale=small": Arm(
+                "the same start, 16-step chunks (part 10, 2 seeds)",
+                policies=(),
+                prefix="experts_part10",
+            ),
+        },
+        "4-tile experts started from a 3-tile expert, 64-step BPTT chunks, 7x7 / 100 steps",
+        "experts_part15_curves.png",
     ),
 )
 

@@ -18,6 +18,7 @@
 #   PART=12 bash experiments/results/experts_runs.sh  # part 12: part 10's seeds trained on to 6M
 #   PART=13 bash experiments/results/experts_runs.sh  # part 13: part 10 with a 6M-step budget
 #   PART=14 bash experiments/results/experts_runs.sh  # part 14: part 9 with a 16M-step budget
+#   PART=15 bash experiments/results/experts_runs.sh  # part 15: part 10 with 64-step BPTT chunks
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -37,7 +38,7 @@ OUT=${OUT:-runs/experts}
 RESULTS=experiments/results
 COMMON="torch_threads=1 video=false logger.progress=false"
 
-# the gated penalty (parts 3, 5, 6 and 8-14): stages of 0.25, raised once the training return holds
+# the gated penalty (parts 3, 5, 6 and 8-15): stages of 0.25, raised once the training return holds
 STAGES="curriculum=penalty_staged curriculum.penalty.points=null \
 'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]'"
 TILES4="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"  # 4 tiles on 7x7
@@ -75,6 +76,7 @@ name=goal_cycle_expert_13x13_warm_16m"
   [tiles4_warm_6m]="$WARM4 total_timesteps=6000000 extend=true name=goal_cycle_expert_4tiles_warm_6m"
   [tiles4_warm_long]="$WARM4 total_timesteps=6000000 name=goal_cycle_expert_4tiles_warm_long"
   [canonical_warm_long]="$WARM total_timesteps=16000000 name=goal_cycle_expert_13x13_warm_long"
+  [tiles4_warm_chunk64]="$WARM4 agent.chunk_len=64 name=goal_cycle_expert_4tiles_warm_chunk64"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -93,13 +95,16 @@ declare -A DIRS=(
   [canonical_warm_8m]=goal_cycle_expert_13x13_warm_8m [tiles4_warm]=goal_cycle_expert_4tiles_warm
   [canonical_warm_16m]=goal_cycle_expert_13x13_warm_16m [tiles4_warm_6m]=goal_cycle_expert_4tiles_warm_6m
   [tiles4_warm_long]=goal_cycle_expert_4tiles_warm_long [canonical_warm_long]=goal_cycle_expert_13x13_warm_long
+  [tiles4_warm_chunk64]=goal_cycle_expert_4tiles_warm_chunk64
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
 declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=canonical_warm_8m
   [tiles4_warm_6m]=tiles4_warm)
-[[ ${PART:-} =~ ^([1-9]|1[0-4])?$ ]] || { echo "PART must be 1 to 14 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 14 ]]; then
+[[ ${PART:-} =~ ^([1-9]|1[0-5])?$ ]] || { echo "PART must be 1 to 15 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 15 ]]; then
+  DEFAULT=(tiles4_warm_chunk64:1 tiles4_warm_chunk64:2)
+elif [[ ${PART:-1} == 14 ]]; then
   DEFAULT=(canonical_warm_long:1)
 elif [[ ${PART:-1} == 13 ]]; then
   DEFAULT=(tiles4_warm_long:1 tiles4_warm_long:2)
@@ -283,10 +288,16 @@ analyse_part14() {  # part 9's start with a 16M-step budget: as part 9
   analyse_stages part14 canonical_warm_long 0.25 0.5 0.75 1.0 1.25 1.5
 }
 
+analyse_part15() {  # part 10 with 64-step BPTT chunks: as part 10
+  analyse_arms part15 tiles4_warm_chunk64
+  analyse_stages part15 tiles4_warm_chunk64 0.25 0.5 0.75 1.0 1.25 1.5
+  ruled_out part15 tiles4_warm_chunk64
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
