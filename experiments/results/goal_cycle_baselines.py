@@ -204,7 +204,8 @@ def main() -> None:
     for size, max_steps in scales:
         for penalty in args.penalties:
             for condition in args.conditions:
-                extra = (NOISY_ORACLE,) if args.oracle_epsilon else ()
+                noisy = args.oracle_epsilon and condition == "beside_oracles"
+                extra = (NOISY_ORACLE,) if noisy else ()
                 for policy in (*POLICIES, *extra):
                     start = time.perf_counter()
                     rows.append(row(size, max_steps, penalty, condition, policy,
@@ -213,7 +214,7 @@ def main() -> None:
                     r = rows[-1]
                     print(
                         f"{size}x{size} {max_steps} steps, {args.n_goals} tiles, "
-                        f"penalty {penalty}, {condition:14} "
+                        f"penalty {penalty}, {r['condition']:14} "
                         f"{policy:12} return {r['return_mean']:6.2f} "
                         f"[{r['return_low']:6.2f}, {r['return_high']:6.2f}] rewards "
                         f"{r['rewards_mean']:5.2f} penalties {r['penalties_mean']:5.2f} "
