@@ -137,3 +137,30 @@ def test_r8_counts_the_seeds_where_the_novice_beats_its_experts(tmp_path, monkey
     assert above["arm"] == "r8_eps_0.3" and above["seed_or_n"] == "3"
     assert above["training_difference"] == "2" and above["novice_greedy_or_n"] == "2"
     assert above["greedy_difference"] == "1"
+
+
+def test_hidden_goal_counts_seeds_at_the_bar_and_tests_the_loss(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(derived_tables, "RESULTS", tmp_path)
+    body = "condition,seed,run,final,steps_to\n"
+    for arm, finals in (("ppo_lstm_expert_aux", (0.3, 0.19, 0.5)),
+                        ("ppo_lstm_expert", (0.0, 0.1, 0.05))):  # fmt: skip
+        body += "".join(f"name=hidden_goal_{arm},{k},runs/hidden_goal/{arm}/seed_{k},{v},\n"
+                        for k, v in zip((1, 2, 10), finals, strict=True))  # fmt: skip
+    (tmp_path / "social_hidden_goal_repeat_expert_excess_agent_0_runs.csv").write_text(body)
+    (tmp_path / "social_hidden_goal_eval.csv").write_text(
+        "run,mode,return,partners_return\n"
+        "runs/hidden_goal/ppo_lstm_expert_aux/seed_2,greedy,1.5,17.0\n"
+        "runs/hidden_goal/ppo_lstm_expert_aux/seed_2,sampled,9,0\n"
+    )
+    derived_tables.hidden_goal_following()
+    rows = read(tmp_path / "social_hidden_goal_following.csv")
+    aux = [r for r in rows if r["row"] == "seed" and r["arm"].endswith("_aux")]
+    assert [r["seed_or_n"] for r in aux] == ["1", "2", "10"]  # numeric order
+    assert [r["at_or_above_0.19"] for r in aux] == ["1", "1", "1"]  # 0.19 itself counts
+    assert [r["novice_greedy"] for r in aux] == ["", "1.5", ""]  # only seed 2 was played
+    assert aux[1]["experts_greedy"] == "17.0"
+    arms = {r["arm"]: r for r in rows if r["row"] == "arm"}
+    assert arms["hidden_goal_ppo_lstm_expert"]["at_or_above_0.19"] == "0"
+    assert arms["hidden_goal_ppo_lstm_expert_aux"]["excess_or_t"] == "0.33"
+    (welch,) = [r for r in rows if r["row"] == "welch"]
+    assert float(welch["excess_or_t"]) > 0 and 0 < float(welch["t_low_or_p"]) < 0.2

@@ -41,6 +41,13 @@
   (``social_r8_return_agent_{0,1,2}_runs.csv``), and the same in the greedy evaluation
   (``social_r8_eval.csv``: the learner's return and its partners'); per arm, on how many seeds
   the novice scored above its experts in each.
+- ``social_hidden_goal_following.csv`` (for ``social_hidden_goal_following.md``): per arm and
+  seed the novice's ``repeat_expert_excess`` (the mean of the run's last 20 logged values,
+  ``social_hidden_goal_repeat_expert_excess_agent_0_runs.csv``), whether it reaches the plan's
+  bar (:data:`HIDDEN_GOAL_BAR`), and its greedy return beside the experts' in the evaluation
+  (``social_hidden_goal_eval.csv``); per arm the mean with its Student-t interval and the seeds
+  at or above the bar (``arm`` rows: n, mean, t interval in the value columns); Welch's test of
+  the loss arm against the no-loss arm (``welch`` row: t and p).
 - ``social_r6_transfer.csv``, ``_t.csv`` and ``_welch.csv`` (for ``social_r6_transfer.md``): the
   frozen agents' greedy return, correct and wrong entries per condition and seed
   (``social_r6/*_{gc4,suite}.csv``), the mean return with its Student-t interval and the mean
@@ -297,10 +304,10 @@ def r7_alone() -> None:
 R8_ARMS = ("r8_eps_0.3", "r8_eps_0.6")
 
 
-def r8_arm_seed(run: str) -> tuple[str, str]:
-    """``runs/r8/eps_0.3/seed_2`` -> ``("r8_eps_0.3", "2")``."""
+def arm_seed(run: str) -> tuple[str, str]:
+    """``runs/r8/eps_0.3/seed_2`` -> ``("r8_eps_0.3", "2")``: page and arm folders, and seed."""
     parts = Path(run).parts
-    return f"r8_{parts[-2]}", parts[-1].removeprefix("seed_")
+    return f"{parts[-3]}_{parts[-2]}", parts[-1].removeprefix("seed_")
 
 
 def r8_vs_experts() -> None:
@@ -311,12 +318,12 @@ def r8_vs_experts() -> None:
         if not path.exists():
             print(f"skipped social_r8_vs_experts.csv: no {path.name} (findings_runs.sh r8)")
             return
-        training[agent] = {r8_arm_seed(r["run"]): float(r["final"]) for r in read(path)}
+        training[agent] = {arm_seed(r["run"]): float(r["final"]) for r in read(path)}
     greedy: dict[tuple[str, str], tuple[float, float]] = {}
     if (RESULTS / "social_r8_eval.csv").exists():
         for r in read(RESULTS / "social_r8_eval.csv"):
             if r["mode"] == "greedy":
-                greedy[r8_arm_seed(r["run"])] = (float(r["return"]), float(r["partners_return"]))
+                greedy[arm_seed(r["run"])] = (float(r["return"]), float(r["partners_return"]))
     rows: list[list[object]] = []
     for arm in R8_ARMS:
         keys = sorted((k for k in training[0] if k[0] == arm), key=lambda k: int(k[1]))
@@ -344,6 +351,53 @@ def r8_vs_experts() -> None:
         "novice_greedy_or_n", "experts_greedy", "greedy_difference",
     )  # fmt: skip
     write(RESULTS / "social_r8_vs_experts.csv", header, rows)
+
+
+#: the hidden-goal page's arms, the loss arm first (its Welch test: loss against no loss)
+HIDDEN_GOAL_ARMS = ("hidden_goal_ppo_lstm_expert_aux", "hidden_goal_ppo_lstm_expert")
+#: its pass rule's bar for "following emerges": halfway from the random novice's
+#: ``repeat_expert_excess`` on 13x13 (-0.096) to the scripted follower's (0.472), as planned
+HIDDEN_GOAL_BAR = 0.19
+
+
+def hidden_goal_following() -> None:
+    """The hidden-goal page's pass rule (see the module's docstring)."""
+    from marlgrid.analysis.stats import welch
+
+    path = RESULTS / "social_hidden_goal_repeat_expert_excess_agent_0_runs.csv"
+    if not path.exists():
+        print(f"skipped social_hidden_goal_following.csv: no {path.name} (findings_runs.sh)")
+        return
+    excess: dict[str, dict[str, float]] = defaultdict(dict)
+    for row in read(path):
+        arm, seed = arm_seed(row["run"])
+        excess[arm][seed] = float(row["final"])
+    greedy: dict[tuple[str, str], tuple[float, float]] = {}
+    if (RESULTS / "social_hidden_goal_eval.csv").exists():
+        for r in read(RESULTS / "social_hidden_goal_eval.csv"):
+            if r["mode"] == "greedy":
+                greedy[arm_seed(r["run"])] = (float(r["return"]), float(r["partners_return"]))
+    rows: list[list[object]] = []
+    for arm in HIDDEN_GOAL_ARMS:
+        seeds = sorted(excess.get(arm, {}), key=int)
+        for seed in seeds:
+            value = excess[arm][seed]
+            played = greedy.get((arm, seed), ("", ""))
+            rows.append(["seed", arm, seed, round(value, 4), "", "",
+                         int(value >= HIDDEN_GOAL_BAR), *played])  # fmt: skip
+        if seeds:
+            values = [excess[arm][s] for s in seeds]
+            at_bar = sum(v >= HIDDEN_GOAL_BAR for v in values)
+            rows.append(["arm", arm, *mean_t(values), at_bar, "", ""])
+    a, b = HIDDEN_GOAL_ARMS
+    if len(excess.get(a, {})) > 1 and len(excess.get(b, {})) > 1:
+        t, p = welch(list(excess[a].values()), list(excess[b].values()))
+        rows.append(["welch", f"{a} vs {b}", "", f"{t:.4g}", f"{p:.4g}", "", "", "", ""])
+    header = (
+        "row", "arm", "seed_or_n", "excess_or_t", "t_low_or_p", "t_high",
+        f"at_or_above_{HIDDEN_GOAL_BAR}", "novice_greedy", "experts_greedy",
+    )  # fmt: skip
+    write(RESULTS / "social_hidden_goal_following.csv", header, rows)
 
 
 #: R6's ordering as the original claims it, best first (agent file stems without the seed)
@@ -412,6 +466,7 @@ def main() -> None:
     r6_transfer()
     r7_alone()
     r8_vs_experts()
+    hidden_goal_following()
 
 
 if __name__ == "__main__":

@@ -276,7 +276,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
         --welch hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert
       curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
-      following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux ;;
+      following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
+      step "$PY $RESULTS/derived_tables.py" ;;  # social_hidden_goal_following.csv: the pass rule
     r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
       # 3-tile experts of the expert recipe, frozen in the transfer envs
       play r6 gc4 "$GC4" "$AGENTS"/*.pt $EXPERTS
