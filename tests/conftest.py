@@ -90,6 +90,16 @@ def results_script(name: str):
     return script
 
 
+def fake_run(path, last_step: int, total: int) -> None:
+    """A run directory at ``path`` whose metrics end at ``last_step`` of ``total`` env steps
+    (finished when they are equal), as the result scripts read it."""
+    import json
+
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"name": "x", "total_timesteps": total}))
+    (path / "metrics.csv").write_text(f"step,charts/episodic_return\n{last_step},1.0\n")
+
+
 def run_results_shell(name: str, *args: str, out, **env: str):
     """Run ``experiments/results/<name>.sh`` with ``args`` from the repository root, its runs
     under ``out`` (``OUT``), this Python as ``PY`` and ``env`` on top; the completed process."""

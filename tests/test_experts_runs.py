@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_results_shell
+from tests.conftest import fake_run, run_results_shell
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "16", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "17", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 15 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 16 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -194,3 +194,43 @@ def test_part_12_trains_copies_of_part_10s_two_seeds_on_to_6m_steps(tmp_path) ->
         overrides = ("env.settings.n_goals=4", "total_timesteps=6000000", "extend=true",
                      "curriculum.penalty.threshold=8.0", f"hydra.run.dir={part12}")  # fmt: skip
         assert all(override in command for override in overrides)
+
+
+def test_part_16_runs_each_seeds_4_tile_stage_only_from_its_finished_3_tile_stage(tmp_path) -> None:
+    """Part 16 widens the LSTM to 256: a 3-tile recipe stage, then part 10's 4-tile stage started
+    from that seed's finished stage 1 (never from a half-run)."""
+    done = run_results_shell("experts_runs", out=tmp_path, PART="16", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
+    for command in commands:
+        assert "agent.network.hidden_size=256" in command and "scale=small" in command
+        assert "n_goals" not in command and "init_from" not in command  # stage 1: 3 tiles
+    refused = run_results_shell("experts_runs", "tiles4_warm_lstm256:1", out=tmp_path, DRY="1")
+    assert refused.returncode == 2 and "run recipe_lstm256:1 first" in refused.stderr
+    stage1 = tmp_path / "goal_cycle_expert_lstm256"
+    fake_run(stage1 / "seed_1", 3000, 3000)
+    fake_run(stage1 / "seed_2", 1000, 3000)  # still training
+    done = run_results_shell("experts_runs", out=tmp_path, PART="16", DRY="1")
+    assert done.returncode == 0, done.stderr
+    first, second = [line for line in done.stdout.splitlines() if "train.py" in line]
+    overrides = ("env.settings.n_goals=4", "curriculum.penalty.threshold=8.0",
+                 "agent.network.hidden_size=256", f"init_from={stage1}/seed_1",
+                 "name=goal_cycle_expert_4tiles_warm_lstm256", " seed=1 ")  # fmt: skip
+    assert all(override in first for override in overrides)
+    assert "name=goal_cycle_expert_lstm256" in second and " seed=2 " in second
+    assert "init_from" not in second
+
+
+def test_part_16_analysis_evaluates_both_stages_apart(tmp_path) -> None:
+    for folder in ("goal_cycle_expert_lstm256", "goal_cycle_expert_4tiles_warm_lstm256"):
+        (tmp_path / folder / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="16", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    evals = [line for line in done.stdout.splitlines() if "experts_eval.py" in line]
+    assert len(evals) == 2
+    assert "goal_cycle_expert_lstm256/seed_1" in evals[0] and "eval_part16_3tiles.csv" in evals[0]
+    assert "4tiles_warm_lstm256/seed_1" in evals[1] and "eval_part16.csv" in evals[1]
+    (visits,) = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
+    assert "experts_part16_tile_memory.csv" in visits and "4tiles_warm_lstm256/seed_1" in visits
+    assert "goal_cycle_expert_lstm256/" not in visits  # 3 tiles: no 4-tile bookkeeping

@@ -3,21 +3,14 @@ runs, and its evaluations take only the runs whose training ended."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_results_shell
+from tests.conftest import fake_run, run_results_shell
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-
-
-def fake_run(path: Path, last_step: int, total: int) -> None:
-    path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps({"name": "x", "total_timesteps": total}))
-    (path / "metrics.csv").write_text(f"step,charts/episodic_return\n{last_step},1.0\n")
 
 
 def test_unknown_arms_and_bad_seeds_are_refused_before_anything_runs(tmp_path) -> None:
@@ -36,7 +29,7 @@ def test_analysis_evaluates_finished_runs_only(tmp_path) -> None:
     evaluation = next(line for line in done.stdout.splitlines() if "experts_eval.py" in line)
     assert f"{tmp_path}/r2/social/seed_1" in evaluation
     assert "social_long" not in evaluation
-    assert "not evaluated" in done.stderr and "700 of 5000" in done.stderr
+    assert "not finished" in done.stderr and "700 of 5000" in done.stderr
 
 
 def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_path) -> None:

@@ -19,6 +19,8 @@
 #   PART=13 bash experiments/results/experts_runs.sh  # part 13: part 10 with a 6M-step budget
 #   PART=14 bash experiments/results/experts_runs.sh  # part 14: part 9 with a 16M-step budget
 #   PART=15 bash experiments/results/experts_runs.sh  # part 15: part 10 with 64-step BPTT chunks
+#   PART=16 bash experiments/results/experts_runs.sh  # part 16: LSTM 256, a 3-tile stage, then
+#                                                     # part 10's 4-tile stage from it (run twice)
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -77,6 +79,9 @@ name=goal_cycle_expert_13x13_warm_16m"
   [tiles4_warm_long]="$WARM4 total_timesteps=6000000 name=goal_cycle_expert_4tiles_warm_long"
   [canonical_warm_long]="$WARM total_timesteps=16000000 name=goal_cycle_expert_13x13_warm_long"
   [tiles4_warm_chunk64]="$WARM4 agent.chunk_len=64 name=goal_cycle_expert_4tiles_warm_chunk64"
+  [recipe_lstm256]="experiment=goal_cycle_expert scale=small agent.network.hidden_size=256 \
+name=goal_cycle_expert_lstm256"
+  [tiles4_warm_lstm256]="$GATED agent.network.hidden_size=256 name=goal_cycle_expert_4tiles_warm_lstm256"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -96,13 +101,25 @@ declare -A DIRS=(
   [canonical_warm_16m]=goal_cycle_expert_13x13_warm_16m [tiles4_warm_6m]=goal_cycle_expert_4tiles_warm_6m
   [tiles4_warm_long]=goal_cycle_expert_4tiles_warm_long [canonical_warm_long]=goal_cycle_expert_13x13_warm_long
   [tiles4_warm_chunk64]=goal_cycle_expert_4tiles_warm_chunk64
+  [recipe_lstm256]=goal_cycle_expert_lstm256 [tiles4_warm_lstm256]=goal_cycle_expert_4tiles_warm_lstm256
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
 declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=canonical_warm_8m
   [tiles4_warm_6m]=tiles4_warm)
-[[ ${PART:-} =~ ^([1-9]|1[0-5])?$ ]] || { echo "PART must be 1 to 15 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 15 ]]; then
+# an arm started from the weights of another arm's finished run of the same seed (init_from=)
+declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256)
+[[ ${PART:-} =~ ^([1-9]|1[0-6])?$ ]] || { echo "PART must be 1 to 16 (got '$PART')" >&2; exit 2; }
+if [[ ${PART:-1} == 16 ]]; then  # each seed's 4-tile stage once its 3-tile stage has ended
+  DEFAULT=()
+  for seed in 1 2; do
+    if [[ -n $(complete_runs "$OUT/${DIRS[recipe_lstm256]}/seed_$seed" 2>/dev/null) ]]; then
+      DEFAULT+=("tiles4_warm_lstm256:$seed")
+    else
+      DEFAULT+=("recipe_lstm256:$seed")
+    fi
+  done
+elif [[ ${PART:-1} == 15 ]]; then
   DEFAULT=(tiles4_warm_chunk64:1 tiles4_warm_chunk64:2)
 elif [[ ${PART:-1} == 14 ]]; then
   DEFAULT=(canonical_warm_long:1)
@@ -294,10 +311,17 @@ analyse_part15() {  # part 10 with 64-step BPTT chunks: as part 10
   ruled_out part15 tiles4_warm_chunk64
 }
 
+analyse_part16() {  # a wider core: the 3-tile stage's evaluation, then the 4-tile stage as part 10
+  analyse_arms part16_3tiles recipe_lstm256
+  analyse_arms part16 tiles4_warm_lstm256
+  analyse_stages part16 tiles4_warm_lstm256 0.25 0.5 0.75 1.0 1.25 1.5
+  ruled_out part16 tiles4_warm_lstm256
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
@@ -312,6 +336,13 @@ for item in "${ITEMS[@]}"; do  # every item checked before anything is queued
   arm=${item%%:*} seed=${item##*:}
   [[ -n ${ARMS[$arm]:-} ]] || { echo "unknown arm '$arm' in '$item'; arms: ${!ARMS[*]}" >&2; exit 2; }
   [[ $seed =~ ^[0-9]+$ ]] || { echo "seed of '$item' must be a whole number" >&2; exit 2; }
+  if [[ -n ${AFTER[$arm]:-} ]]; then  # its start must have ended, or it would take a half-run
+    from=$OUT/${DIRS[${AFTER[$arm]}]}/seed_$seed
+    [[ -n $(complete_runs "$from" 2>/dev/null) ]] || {
+      echo "$arm starts from $from, which has not finished: run ${AFTER[$arm]}:$seed first" >&2
+      exit 2
+    }
+  fi
 done
 for item in "${ITEMS[@]}"; do
   arm=${item%%:*} seed=${item##*:} run=$OUT/${DIRS[$arm]}/seed_$seed
@@ -322,7 +353,8 @@ for item in "${ITEMS[@]}"; do
     [[ -n ${DRY:-} ]] || { mkdir -p "$(dirname "$run")" && rm -rf "$run.copying" &&
       cp -r "$from" "$run.copying" && mv "$run.copying" "$run"; }
   fi
-  lane_add "$OUT/logs/${DIRS[$arm]}.seed_$seed.log" "$PY experiments/train.py ${ARMS[$arm]} \
+  init=${AFTER[$arm]:+ init_from=$OUT/${DIRS[${AFTER[$arm]}]}/seed_$seed}
+  lane_add "$OUT/logs/${DIRS[$arm]}.seed_$seed.log" "$PY experiments/train.py ${ARMS[$arm]}$init \
 seed=$seed $COMMON hydra.run.dir=$OUT/${DIRS[$arm]}/seed_$seed"
 done
 lanes_run

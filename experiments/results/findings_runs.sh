@@ -114,14 +114,7 @@ here() {  # here FOLDER...: the run directories under $OUT/<FOLDER> that exist, 
 finished() {  # finished FOLDER...: the run directories under $OUT/<FOLDER> whose training ended
   local runs
   mapfile -t runs < <(here "$@")
-  [[ ${#runs[@]} -gt 0 ]] || return 0
-  $PY -c 'import sys
-from marlgrid.analysis.runs import COMPLETE, find_runs
-for run in find_runs(sys.argv[1:]).runs:
-    if run.status == COMPLETE:
-        print(run.path)
-    else:
-        print(f"not evaluated: {run.path} ({run.detail})", file=sys.stderr)' "${runs[@]}"
+  complete_runs "${runs[@]}"
 }
 
 evaluate() {  # evaluate PAGE [experts_eval options]: the page's finished runs in their training env

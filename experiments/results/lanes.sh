@@ -36,3 +36,15 @@ run_dirs() {  # run_dirs FOLDER...: the run directories FOLDER/seed_* that exist
   done
   return 0
 }
+
+complete_runs() {  # complete_runs RUN_DIR...: those whose training ended, one per line (the
+  # others named on stderr); needs PY
+  [[ $# -gt 0 ]] || return 0
+  $PY -c 'import sys
+from marlgrid.analysis.runs import COMPLETE, find_runs
+for run in find_runs(sys.argv[1:]).runs:
+    if run.status == COMPLETE:
+        print(run.path)
+    else:
+        print(f"not finished: {run.path} ({run.detail})", file=sys.stderr)' "$@"
+}
