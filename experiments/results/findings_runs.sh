@@ -63,6 +63,7 @@ ARMS=(
   "r8_eps_0.6|r8/eps_0.6|$ALL|$AUX scale=small $SHORT roles.agent_1.epsilon=0.6 roles.agent_2.epsilon=0.6"
   "hidden_goal_ppo_lstm_expert|hidden_goal/ppo_lstm_expert|$ALL|experiment=blind_novice_with_experts agent=ppo_lstm_expert $SHORT"
   "hidden_goal_ppo_lstm_expert_aux|hidden_goal/ppo_lstm_expert_aux|$ALL|experiment=blind_novice_with_experts agent=ppo_lstm_expert_aux $SHORT"
+  "hidden_goal_ppo_lstm_expert_aux_long|hidden_goal/ppo_lstm_expert_aux_long|1|experiment=blind_novice_with_experts agent=ppo_lstm_expert_aux $LONG"
 )  # fmt: skip
 
 if [[ $# -eq 0 ]]; then
@@ -268,8 +269,10 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate hidden_goal --partners
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
         --welch hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert
-      curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
-      following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
+      curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux \
+        hidden_goal/ppo_lstm_expert_aux_long
+      following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux \
+        hidden_goal/ppo_lstm_expert_aux_long
       step "$PY $RESULTS/derived_tables.py" ;;  # social_hidden_goal_following.csv: the pass rule
     r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
       # 3-tile experts of the expert recipe, frozen in the transfer envs
