@@ -137,9 +137,13 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
 
 def test_hidden_goal_ends_with_its_pass_rule_table(tmp_path) -> None:
     fake_run(tmp_path / "hidden_goal/ppo_lstm_expert_aux/seed_1", 1500, 1500)
+    fake_run(tmp_path / "hidden_goal/ppo_lstm_expert_aux_long/seed_1", 5000, 5000)
     done = run_results_shell("findings_runs", "hidden_goal", out=tmp_path, DRY="1", ANALYSE="1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     following = [line for line in lines if "repeat_expert_excess_agent_0" in line]
     assert following and "social_hidden_goal_repeat_expert_excess_agent_0" in following[0]
+    assert "ppo_lstm_expert_aux_long" in following[0]  # the long seed beside the two arms
+    evaluation = next(line for line in lines if "experts_eval.py" in line)
+    assert "ppo_lstm_expert_aux_long/seed_1" in evaluation
     assert lines[-1].endswith("derived_tables.py")  # social_hidden_goal_following.csv
