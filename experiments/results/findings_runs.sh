@@ -273,6 +273,10 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
         hidden_goal/ppo_lstm_expert_aux_long
       following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux \
         hidden_goal/ppo_lstm_expert_aux_long
+      # where the novice is: its distance to the nearest expert and whether one is in view (the
+      # chance table's random novice and follower give the same two measures)
+      metric_curves hidden_goal "social/expert_distance_agent_0 social/expert_in_view_agent_0" "" \
+        hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert_aux_long
       step "$PY $RESULTS/derived_tables.py" ;;  # social_hidden_goal_following.csv: the pass rule
     r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
       # 3-tile experts of the expert recipe, frozen in the transfer envs
