@@ -58,9 +58,13 @@ ARMS=(
   "r3_social_aux_long|r3/social_aux_long|1|$AUX scale=small $LONG"
   "r3_full_social_aux|r3/full_social_aux|1|$AUX $SHORT"
   "r5_bc|r5/bc|$ALL|experiment=bc_on_experts scale=small $SHORT"
+  "r5_full_bc|r5/full_bc|1|experiment=bc_on_experts $SHORT"
   "r7_mixed|r7/mixed|$ALL|$AUX scale=small $SHORT mixed.solo_fraction=0.75"
+  "r7_full_mixed|r7/full_mixed|1|$AUX $SHORT mixed.solo_fraction=0.75"
   "r8_eps_0.3|r8/eps_0.3|$ALL|$AUX scale=small $SHORT roles.agent_1.epsilon=0.3 roles.agent_2.epsilon=0.3"
   "r8_eps_0.6|r8/eps_0.6|$ALL|$AUX scale=small $SHORT roles.agent_1.epsilon=0.6 roles.agent_2.epsilon=0.6"
+  "r8_full_eps_0.3|r8/full_eps_0.3|1|$AUX $SHORT roles.agent_1.epsilon=0.3 roles.agent_2.epsilon=0.3"
+  "r8_full_eps_0.6|r8/full_eps_0.6|1|$AUX $SHORT roles.agent_1.epsilon=0.6 roles.agent_2.epsilon=0.6"
   "hidden_goal_ppo_lstm_expert|hidden_goal/ppo_lstm_expert|$ALL|experiment=blind_novice_with_experts agent=ppo_lstm_expert $SHORT"
   "hidden_goal_ppo_lstm_expert_aux|hidden_goal/ppo_lstm_expert_aux|$ALL|experiment=blind_novice_with_experts agent=ppo_lstm_expert_aux $SHORT"
   "hidden_goal_ppo_lstm_expert_aux_long|hidden_goal/ppo_lstm_expert_aux_long|1|experiment=blind_novice_with_experts agent=ppo_lstm_expert_aux $LONG"
@@ -96,6 +100,8 @@ RESULTS=experiments/results
 EVAL="--episodes 200 --seed 777"
 ALONE="--transfer MarlGrid-GoalCycle-13x13-v0 --partners none --episodes 200 --greedy --seed 777"
 ALONE="$ALONE --target-setting size=7 --target-setting max_steps=100"
+# the canonical map (13x13 / 250 steps) alone, for the full-scale seeds
+ALONE_FULL="--transfer MarlGrid-GoalCycle-13x13-v0 --partners none --episodes 200 --greedy --seed 777"
 GC4="--transfer MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0 --partners oracle --partners none"
 GC4="$GC4 --target-setting size=7 --target-setting max_steps=100 --episodes 200 --greedy --seed 777"
 SUITE="--conditions social_transfer --episodes 200 --greedy --seed 777"
@@ -239,6 +245,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
     r5)
       evaluate r5 --partners
       frozen r5 alone "$ALONE" r5/bc
+      frozen r5 alone_full "$ALONE_FULL" r5/full_bc
       # R3's arm A alone, from its kept agents (its run directories need not be here)
       play r5 alone "$ALONE" "$AGENTS"/r3_social_aux_seed_*.pt
       compare r5 "$r3 $RESULTS/social_r5_eval.csv" --welch r3/social_aux r5/bc
@@ -249,6 +256,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
     r7)  # beside R3's arm C (alone + next view): its kept agents and committed curves, so its
       # run directories need not be here
       frozen r7 alone "$ALONE" r7/mixed
+      frozen r7 alone_full "$ALONE_FULL" r7/full_mixed
       play r7 alone "$ALONE" "$AGENTS"/r3_alone_aux_seed_*.pt
       BORROW="r3 name=r3_alone_aux" curves r7 r7/mixed
       # the plan's second reading: the mixed runs' training return beside the experts and without
