@@ -147,3 +147,14 @@ def test_hidden_goal_ends_with_its_pass_rule_table(tmp_path) -> None:
     evaluation = next(line for line in lines if "experts_eval.py" in line)
     assert "ppo_lstm_expert_aux_long/seed_1" in evaluation
     assert lines[-1].endswith("derived_tables.py")  # social_hidden_goal_following.csv
+
+
+@pytest.mark.parametrize(("page", "arm"), [("r5", "full_bc"), ("r7", "full_mixed")])
+def test_full_scale_seeds_are_played_alone_on_the_canonical_map(tmp_path, page, arm) -> None:
+    fake_run(tmp_path / f"{page}/{arm}/seed_1", 1500, 1500)
+    done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.returncode == 0, done.stderr
+    (alone,) = [line for line in done.stdout.splitlines() if f"{page}/{arm}/seed_1 " in line
+                and "evaluate.py" in line]  # fmt: skip
+    assert f"social_{page}/{page}_{arm}_seed_1_alone_full.csv" in alone
+    assert "--partners none" in alone and "size=7" not in alone  # 13x13 / 250 steps
