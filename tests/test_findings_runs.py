@@ -93,6 +93,7 @@ def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> Non
     ]
     assert "experiments/results/social_r6/r3_social_aux_seed_1_gc4.csv" in tables
     assert "experiments/results/social_r6/goal_cycle_7x7_3agents_expert_seed0_gc4.csv" in tables
+    assert done.stdout.splitlines()[-1].endswith("r6_plot.py")  # the figure, from the tables
 
 
 def test_r5_plays_finished_clones_and_arm_a_kept_agents_alone(tmp_path) -> None:

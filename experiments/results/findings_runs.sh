@@ -290,7 +290,8 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       # 3-tile experts of the expert recipe, frozen in the transfer envs
       play r6 gc4 "$GC4" "$AGENTS"/*.pt $EXPERTS
       play r6 suite "$SUITE" "$AGENTS"/*.pt $EXPERTS
-      step "$PY $RESULTS/derived_tables.py" ;;  # social_r6_transfer*.csv
+      step "$PY $RESULTS/derived_tables.py"  # social_r6_transfer*.csv
+      step "$PY $RESULTS/r6_plot.py" ;;  # social_r6_transfer.png
   esac
 }
 
