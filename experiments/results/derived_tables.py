@@ -310,6 +310,18 @@ def arm_seed(run: str) -> tuple[str, str]:
     return f"{parts[-3]}_{parts[-2]}", parts[-1].removeprefix("seed_")
 
 
+def greedy_beside(path: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    """``{(arm, seed): (novice's return, partners' return)}`` of the greedy rows of an
+    ``experts_eval.py --partners`` CSV (none when it is not there yet)."""
+    if not path.exists():
+        return {}
+    return {
+        arm_seed(r["run"]): (float(r["return"]), float(r["partners_return"]))
+        for r in read(path)
+        if r["mode"] == "greedy"
+    }
+
+
 def r8_vs_experts() -> None:
     """R8's novice against its noisy experts in the same runs (see the module's docstring)."""
     training: dict[int, dict[tuple[str, str], float]] = {}
@@ -319,11 +331,7 @@ def r8_vs_experts() -> None:
             print(f"skipped social_r8_vs_experts.csv: no {path.name} (findings_runs.sh r8)")
             return
         training[agent] = {arm_seed(r["run"]): float(r["final"]) for r in read(path)}
-    greedy: dict[tuple[str, str], tuple[float, float]] = {}
-    if (RESULTS / "social_r8_eval.csv").exists():
-        for r in read(RESULTS / "social_r8_eval.csv"):
-            if r["mode"] == "greedy":
-                greedy[arm_seed(r["run"])] = (float(r["return"]), float(r["partners_return"]))
+    greedy = greedy_beside(RESULTS / "social_r8_eval.csv")
     rows: list[list[object]] = []
     for arm in R8_ARMS:
         keys = sorted((k for k in training[0] if k[0] == arm), key=lambda k: int(k[1]))
@@ -372,11 +380,7 @@ def hidden_goal_following() -> None:
     for row in read(path):
         arm, seed = arm_seed(row["run"])
         excess[arm][seed] = float(row["final"])
-    greedy: dict[tuple[str, str], tuple[float, float]] = {}
-    if (RESULTS / "social_hidden_goal_eval.csv").exists():
-        for r in read(RESULTS / "social_hidden_goal_eval.csv"):
-            if r["mode"] == "greedy":
-                greedy[arm_seed(r["run"])] = (float(r["return"]), float(r["partners_return"]))
+    greedy = greedy_beside(RESULTS / "social_hidden_goal_eval.csv")
     rows: list[list[object]] = []
     for arm in HIDDEN_GOAL_ARMS:
         seeds = sorted(excess.get(arm, {}), key=int)
