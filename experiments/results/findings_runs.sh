@@ -98,10 +98,9 @@ queue() {  # queue ARM SEEDS: one run per seed (SEEDS comma-separated)
 
 RESULTS=experiments/results
 EVAL="--episodes 200 --seed 777"
-ALONE="--transfer MarlGrid-GoalCycle-13x13-v0 --partners none --episodes 200 --greedy --seed 777"
-ALONE="$ALONE --target-setting size=7 --target-setting max_steps=100"
-# the canonical map (13x13 / 250 steps) alone, for the full-scale seeds
+# alone on the canonical map (13x13 / 250 steps: the full-scale seeds), and on 7x7 / 100 steps
 ALONE_FULL="--transfer MarlGrid-GoalCycle-13x13-v0 --partners none --episodes 200 --greedy --seed 777"
+ALONE="$ALONE_FULL --target-setting size=7 --target-setting max_steps=100"
 GC4="--transfer MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0 --partners oracle --partners none"
 GC4="$GC4 --target-setting size=7 --target-setting max_steps=100 --episodes 200 --greedy --seed 777"
 SUITE="--conditions social_transfer --episodes 200 --greedy --seed 777"
@@ -277,14 +276,14 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       evaluate hidden_goal --partners
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
         --welch hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert
-      curves hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux \
-        hidden_goal/ppo_lstm_expert_aux_long
-      following hidden_goal hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux \
-        hidden_goal/ppo_lstm_expert_aux_long
+      local arms=(hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux
+        hidden_goal/ppo_lstm_expert_aux_long)
+      curves hidden_goal "${arms[@]}"
+      following hidden_goal "${arms[@]}"
       # where the novice is: its distance to the nearest expert and whether one is in view (the
       # chance table's random novice and follower give the same two measures)
       metric_curves hidden_goal "social/expert_distance_agent_0 social/expert_in_view_agent_0" "" \
-        hidden_goal/ppo_lstm_expert hidden_goal/ppo_lstm_expert_aux hidden_goal/ppo_lstm_expert_aux_long
+        "${arms[@]}"
       step "$PY $RESULTS/derived_tables.py" ;;  # social_hidden_goal_following.csv: the pass rule
     r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
       # 3-tile experts of the expert recipe, frozen in the transfer envs
