@@ -223,3 +223,18 @@ def test_a_run_trained_on_one_map_size_plays_on_another(run):
     assert (played.settings["size"], played.settings["max_steps"]) == (9, 20)
     values, _ = experts_eval.episode_metrics(run, True, 16, 777, {"size": 9, "max_steps": 20})
     assert values["return"].shape == (16, 3)
+
+
+def test_every_committed_figure_finds_each_of_its_arms_in_the_committed_csvs():
+    experts_plot = results_script("experts_plot")
+    results = ROOT / "experiments" / "results"
+    drawn = [
+        f for f in experts_plot.FIGURES if (results / f"{f.prefix}_rewards_curves.csv").exists()
+    ]
+    assert len(drawn) >= 13  # parts 1 to 15 but 11 and 14 (not run to their end) are committed
+    for figure in drawn:
+        for stem in ("episodic_return", "rewards", "penalties"):  # a fixed penalty logs no curve
+            assert set(experts_plot.arm_curves(results, figure, stem)) == set(figure.arms), (
+                figure.out,
+                stem,
+            )

@@ -19,7 +19,8 @@ library expert beside part 3; part 11 (``experts_part11_curves.png``) part 9's s
 to 6M steps; part 13 (``experts_part13_curves.png``) part 10's start with a 6M-step budget
 beside part 10; part 14 (``experts_part14_curves.png``) part 9's start with a 16M-step budget
 beside parts 7 and 9; part 15 (``experts_part15_curves.png``) part 10 with 64-step BPTT
-chunks beside part 10. The return panel
+chunks beside part 10; part 16 (``experts_part16_curves.png``) the 4-tile stage with an LSTM of
+256 units beside part 10's 128. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -118,9 +119,6 @@ FIGURES = (
         {
             "name=goal_cycle_expert_gated_chunk64,scale=small": four_tile_arm(
                 "4 tiles, gated, 64-step BPTT chunks (1 seed)"
-            ),
-            "name=goal_cycle_expert_gated_gtrxl,scale=small": Arm(
-                "4 tiles, gated, GTrXL core (1 seed)", policies=()
             ),
             "name=goal_cycle_expert_gated,scale=small": Arm(
                 "4 tiles, gated, 16-step chunks (part 3, 2 seeds)",
@@ -287,6 +285,21 @@ FIGURES = (
         },
         "4-tile experts started from a 3-tile expert, 64-step BPTT chunks, 7x7 / 100 steps",
         "experts_part15_curves.png",
+    ),
+    Figure(
+        "experts_part16",
+        {
+            "name=goal_cycle_expert_4tiles_warm_lstm256,scale=small": four_tile_arm(
+                "4 tiles from a 3-tile expert, LSTM 256 (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm,scale=small": Arm(
+                "4 tiles from a 3-tile expert, LSTM 128 (part 10, 2 seeds)",
+                policies=(),
+                prefix="experts_part10",
+            ),
+        },
+        "4-tile experts started from a 3-tile expert, a wider core (LSTM 256), 7x7 / 100 steps",
+        "experts_part16_curves.png",
     ),
 )
 
