@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "17", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "18", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 16 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 17 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -234,3 +234,45 @@ def test_part_16_analysis_evaluates_both_stages_apart(tmp_path) -> None:
     (visits,) = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
     assert "experts_part16_tile_memory.csv" in visits and "4tiles_warm_lstm256/seed_1" in visits
     assert "goal_cycle_expert_lstm256/" not in visits  # 3 tiles: no 4-tile bookkeeping
+
+
+def test_part_17_chains_the_128_unit_recipe_with_position_and_direction_inputs(tmp_path) -> None:
+    """Part 17 is part 16's chain at the recipe's width, the learners also seeing their cell and
+    facing: each seed's 4-tile stage only from its own finished 3-tile stage."""
+    inputs = "env.settings.agent.extras=[reward,action,position,direction]"
+    done = run_results_shell("experts_runs", out=tmp_path, PART="17", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
+    for command in commands:
+        assert inputs in command and "name=goal_cycle_expert_position " in command
+        assert (
+            "n_goals" not in command and "init_from" not in command and "hidden_size" not in command
+        )
+    refused = run_results_shell("experts_runs", "tiles4_warm_position:2", out=tmp_path, DRY="1")
+    assert refused.returncode == 2 and "run recipe_position:2 first" in refused.stderr
+    stage1 = tmp_path / "goal_cycle_expert_position"
+    fake_run(stage1 / "seed_2", 3000, 3000)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="17", DRY="1")
+    first, second = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert "name=goal_cycle_expert_position " in first and " seed=1 " in first
+    overrides = (
+        inputs,
+        "env.settings.n_goals=4",
+        "curriculum.penalty.threshold=8.0",
+        f"init_from={stage1}/seed_2",
+        "name=goal_cycle_expert_4tiles_warm_position",
+    )
+    assert all(override in second for override in overrides) and " seed=2 " in second
+
+
+def test_part_17_analysis_evaluates_both_stages_apart(tmp_path) -> None:
+    for folder in ("goal_cycle_expert_position", "goal_cycle_expert_4tiles_warm_position"):
+        (tmp_path / folder / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="17", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    evals = [line for line in done.stdout.splitlines() if "experts_eval.py" in line]
+    assert "expert_position/seed_1" in evals[0] and "eval_part17_3tiles.csv" in evals[0]
+    assert "4tiles_warm_position/seed_1" in evals[1] and "eval_part17.csv" in evals[1]
+    (visits,) = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
+    assert "experts_part17_tile_memory.csv" in visits

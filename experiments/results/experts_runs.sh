@@ -21,6 +21,8 @@
 #   PART=15 bash experiments/results/experts_runs.sh  # part 15: part 10 with 64-step BPTT chunks
 #   PART=16 bash experiments/results/experts_runs.sh  # part 16: LSTM 256, a 3-tile stage, then
 #                                                     # part 10's 4-tile stage from it (run twice)
+#   PART=17 bash experiments/results/experts_runs.sh  # part 17: part 16's chain at 128 units with
+#                                                     # the learners seeing position and direction
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -51,6 +53,8 @@ WARM="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
 init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
 # part 10: part 3's 4-tile design started from the same 3-tile 7x7 library expert's weights
 WARM4="$GATED init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
+# part 17: the recipe's inputs plus the learner's cell and facing
+PLACE="'env.settings.agent.extras=[reward,action,position,direction]'"
 # arm | overrides
 declare -A ARMS=(
   [recipe]="experiment=goal_cycle_expert scale=small"
@@ -82,6 +86,8 @@ name=goal_cycle_expert_13x13_warm_16m"
   [recipe_lstm256]="experiment=goal_cycle_expert scale=small agent.network.hidden_size=256 \
 name=goal_cycle_expert_lstm256"
   [tiles4_warm_lstm256]="$GATED agent.network.hidden_size=256 name=goal_cycle_expert_4tiles_warm_lstm256"
+  [recipe_position]="experiment=goal_cycle_expert scale=small $PLACE name=goal_cycle_expert_position"
+  [tiles4_warm_position]="$GATED $PLACE name=goal_cycle_expert_4tiles_warm_position"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -102,23 +108,35 @@ declare -A DIRS=(
   [tiles4_warm_long]=goal_cycle_expert_4tiles_warm_long [canonical_warm_long]=goal_cycle_expert_13x13_warm_long
   [tiles4_warm_chunk64]=goal_cycle_expert_4tiles_warm_chunk64
   [recipe_lstm256]=goal_cycle_expert_lstm256 [tiles4_warm_lstm256]=goal_cycle_expert_4tiles_warm_lstm256
+  [recipe_position]=goal_cycle_expert_position
+  [tiles4_warm_position]=goal_cycle_expert_4tiles_warm_position
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
 declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=canonical_warm_8m
   [tiles4_warm_6m]=tiles4_warm)
 # an arm started from the weights of another arm's finished run of the same seed (init_from=)
-declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256)
-[[ ${PART:-} =~ ^([1-9]|1[0-6])?$ ]] || { echo "PART must be 1 to 16 (got '$PART')" >&2; exit 2; }
-if [[ ${PART:-1} == 16 ]]; then  # each seed's 4-tile stage once its 3-tile stage has ended
-  DEFAULT=()
-  for seed in 1 2; do
-    if [[ -n $(complete_runs "$OUT/${DIRS[recipe_lstm256]}/seed_$seed" 2>/dev/null) ]]; then
-      DEFAULT+=("tiles4_warm_lstm256:$seed")
+declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256 [tiles4_warm_position]=recipe_position)
+[[ ${PART:-} =~ ^([1-9]|1[0-7])?$ ]] || { echo "PART must be 1 to 17 (got '$PART')" >&2; exit 2; }
+
+chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has ended, else the start
+  local second=$1 seed first
+  shift
+  first=${AFTER[$second]}
+  for seed in "$@"; do
+    if [[ -n $(complete_runs "$OUT/${DIRS[$first]}/seed_$seed" 2>/dev/null) ]]; then
+      DEFAULT+=("$second:$seed")
     else
-      DEFAULT+=("recipe_lstm256:$seed")
+      DEFAULT+=("$first:$seed")
     fi
   done
+}
+
+DEFAULT=()
+if [[ ${PART:-1} == 17 ]]; then  # each seed's 4-tile stage once its 3-tile stage has ended
+  chain tiles4_warm_position 1 2
+elif [[ ${PART:-1} == 16 ]]; then
+  chain tiles4_warm_lstm256 1 2
 elif [[ ${PART:-1} == 15 ]]; then
   DEFAULT=(tiles4_warm_chunk64:1 tiles4_warm_chunk64:2)
 elif [[ ${PART:-1} == 14 ]]; then
@@ -318,10 +336,17 @@ analyse_part16() {  # a wider core: the 3-tile stage's evaluation, then the 4-ti
   ruled_out part16 tiles4_warm_lstm256
 }
 
+analyse_part17() {  # position and direction as inputs: as part 16
+  analyse_arms part17_3tiles recipe_position
+  analyse_arms part17 tiles4_warm_position
+  analyse_stages part17 tiles4_warm_position 0.25 0.5 0.75 1.0 1.25 1.5
+  ruled_out part17 tiles4_warm_position
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
