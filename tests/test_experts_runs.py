@@ -222,18 +222,25 @@ def test_part_16_runs_each_seeds_4_tile_stage_only_from_its_finished_3_tile_stag
     assert "init_from" not in second
 
 
-def test_part_16_analysis_evaluates_both_stages_apart(tmp_path) -> None:
-    for folder in ("goal_cycle_expert_lstm256", "goal_cycle_expert_4tiles_warm_lstm256"):
+@pytest.mark.parametrize(
+    ("part", "stage1", "stage2"),
+    [
+        ("16", "goal_cycle_expert_lstm256", "goal_cycle_expert_4tiles_warm_lstm256"),
+        ("17", "goal_cycle_expert_position", "goal_cycle_expert_4tiles_warm_position"),
+    ],
+)
+def test_the_chained_parts_analyses_evaluate_both_stages_apart(tmp_path, part, stage1, stage2):
+    for folder in (stage1, stage2):
         (tmp_path / folder / "seed_1").mkdir(parents=True)
-    done = run_results_shell("experts_runs", out=tmp_path, PART="16", ANALYSE="1", PY="echo")
+    done = run_results_shell("experts_runs", out=tmp_path, PART=part, ANALYSE="1", PY="echo")
     assert done.returncode == 0, done.stderr
     evals = [line for line in done.stdout.splitlines() if "experts_eval.py" in line]
     assert len(evals) == 2
-    assert "goal_cycle_expert_lstm256/seed_1" in evals[0] and "eval_part16_3tiles.csv" in evals[0]
-    assert "4tiles_warm_lstm256/seed_1" in evals[1] and "eval_part16.csv" in evals[1]
+    assert f"{stage1}/seed_1" in evals[0] and f"eval_part{part}_3tiles.csv" in evals[0]
+    assert f"{stage2}/seed_1" in evals[1] and f"eval_part{part}.csv" in evals[1]
     (visits,) = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
-    assert "experts_part16_tile_memory.csv" in visits and "4tiles_warm_lstm256/seed_1" in visits
-    assert "goal_cycle_expert_lstm256/" not in visits  # 3 tiles: no 4-tile bookkeeping
+    assert f"experts_part{part}_tile_memory.csv" in visits and f"{stage2}/seed_1" in visits
+    assert f"{stage1}/" not in visits  # 3 tiles: no 4-tile bookkeeping
 
 
 def test_part_17_chains_the_128_unit_recipe_with_position_and_direction_inputs(tmp_path) -> None:
@@ -264,15 +271,3 @@ def test_part_17_chains_the_128_unit_recipe_with_position_and_direction_inputs(t
         "name=goal_cycle_expert_4tiles_warm_position",
     )
     assert all(override in second for override in overrides) and " seed=2 " in second
-
-
-def test_part_17_analysis_evaluates_both_stages_apart(tmp_path) -> None:
-    for folder in ("goal_cycle_expert_position", "goal_cycle_expert_4tiles_warm_position"):
-        (tmp_path / folder / "seed_1").mkdir(parents=True)
-    done = run_results_shell("experts_runs", out=tmp_path, PART="17", ANALYSE="1", PY="echo")
-    assert done.returncode == 0, done.stderr
-    evals = [line for line in done.stdout.splitlines() if "experts_eval.py" in line]
-    assert "expert_position/seed_1" in evals[0] and "eval_part17_3tiles.csv" in evals[0]
-    assert "4tiles_warm_position/seed_1" in evals[1] and "eval_part17.csv" in evals[1]
-    (visits,) = [line for line in done.stdout.splitlines() if "tile_visits.py" in line]
-    assert "experts_part17_tile_memory.csv" in visits
