@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "18", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "19", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 17 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 18 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -128,14 +128,19 @@ def test_parts_8_9_and_14_start_13x13_from_the_7x7_library_expert(tmp_path, part
 
 @pytest.mark.parametrize(
     ("part", "change"),
-    [("10", None), ("13", "total_timesteps=6000000"), ("15", "agent.chunk_len=64")],
+    [
+        ("10", None),
+        ("13", "total_timesteps=6000000"),
+        ("15", "agent.chunk_len=64"),
+        ("18", "agent=ppo_lstm_expert_next_reward"),
+    ],
 )
-def test_parts_10_13_and_15_start_two_4_tile_seeds_from_the_3_tile_library_expert(
+def test_parts_10_13_15_and_18_start_two_4_tile_seeds_from_the_3_tile_library_expert(
     tmp_path, part, change
 ) -> None:
     """Part 10 is part 3's gated 4-tile design with one change, the starting weights; part 13
     is part 10 with a 6M-step budget (a new run, not an extension), part 15 with 64-step BPTT
-    chunks."""
+    chunks, part 18 with the reward-prediction loss."""
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1")
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
@@ -152,15 +157,21 @@ def test_parts_10_13_and_15_start_two_4_tile_seeds_from_the_3_tile_library_exper
             assert change in command
 
 
-def test_part_10_analysis_counts_the_ruled_out_mistakes_of_both_seeds(tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("part", "arm"),
+    [("10", "goal_cycle_expert_4tiles_warm"), ("18", "goal_cycle_expert_4tiles_warm_next_reward")],
+)
+def test_parts_10_and_18_analyses_count_the_ruled_out_mistakes_of_both_seeds(
+    tmp_path, part, arm
+) -> None:
     for seed in (1, 2):
-        (tmp_path / "goal_cycle_expert_4tiles_warm" / f"seed_{seed}").mkdir(parents=True)
-    done = run_results_shell("experts_runs", out=tmp_path, PART="10", ANALYSE="1", PY="echo")
+        (tmp_path / arm / f"seed_{seed}").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART=part, ANALYSE="1", PY="echo")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     (visits,) = [line for line in lines if "tile_visits.py" in line]
-    assert "--csv experiments/results/experts_part10_tile_memory.csv" in visits
-    assert all(f"goal_cycle_expert_4tiles_warm/seed_{k}" in visits for k in (1, 2))
+    assert f"--csv experiments/results/experts_part{part}_tile_memory.csv" in visits
+    assert all(f"{arm}/seed_{k}" in visits for k in (1, 2))
     stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
     assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
 

@@ -103,3 +103,16 @@ def test_a_resumed_run_keeps_its_own_weights(trained, tmp_path):
     again._resume()
     for name, tensor in net_of(again).items():
         assert torch.equal(tensor, own["learners"]["main"]["net"][name]), name
+
+
+def test_a_loss_terms_new_head_starts_fresh_beside_the_saved_weights(trained, tmp_path):
+    saved = torch.load(list_checkpoints(trained / "checkpoints")[-1], weights_only=True)
+    source = saved["learners"]["main"]["net"]
+    term = [{"name": "next_reward", "coef": 1.0}]
+    agent = PPOConfig(network=NET, num_steps=8, chunk_len=4, num_minibatches=2, aux_losses=term)
+    trainer = Trainer(config(agent, init_from=str(trained)), tmp_path / "aux")
+    net = net_of(trainer)
+    new = sorted(set(net) - set(source))
+    assert new and all(k.startswith("extra_heads.next_reward.") for k in new)
+    assert all(torch.equal(net[k], source[k]) for k in source)
+    trainer.run()  # and it trains

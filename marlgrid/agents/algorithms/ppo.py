@@ -46,7 +46,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from marlgrid.agents.algorithms import next_view  # noqa: F401 (registers the next_view term)
+from marlgrid.agents.algorithms import next_reward, next_view  # noqa: F401 (register their terms)
 from marlgrid.agents.algorithms.losses import MiniBatch, build_aux_losses, with_term_heads
 from marlgrid.agents.algorithms.net_state import NetworkLearnerState
 from marlgrid.agents.algorithms.ppo_config import PPO_LOGS, PPOConfig

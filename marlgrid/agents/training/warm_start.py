@@ -7,7 +7,9 @@ schedules and RNG start fresh, as in any new run. The weights a learner class ta
 entries its ``WEIGHTS`` class attribute names in its ``state_dict`` (``("net",)`` for the
 network learners, the online and target Q-networks for DRQN). Weights of another shape raise
 :class:`~marlgrid.agents.training.checkpoint.CheckpointError` naming the first tensor that
-differs, before anything is trained. A resumed run continues from its own checkpoint instead.
+differs, before anything is trained. Extra heads the saved network lacks (a loss term's head
+added for the new run, such as ``next_reward``'s) keep their fresh initialisation; every other
+weight must be in the saved file. A resumed run continues from its own checkpoint instead.
 """
 
 from __future__ import annotations
@@ -29,6 +31,20 @@ def saved_weights_file(target: str | Path) -> Path:
         return SavedRun(target).checkpoint
     except SavedRunError as exc:
         raise ConfigError(f"init_from: {exc}") from None
+
+
+#: where a network's state dict keeps its extra heads' weights
+EXTRA_HEADS_PREFIX = "extra_heads."
+
+
+def with_new_heads(saved: Any, current: Any) -> Any:
+    """``saved`` (a network's state dict) plus the extra-head entries of ``current`` that it
+    lacks (heads new in this run start as built); anything that is not a pair of state dicts
+    is returned as saved."""
+    if not isinstance(saved, Mapping) or not isinstance(current, Mapping):
+        return saved
+    new = {k: v for k, v in current.items() if k.startswith(EXTRA_HEADS_PREFIX) and k not in saved}
+    return {**saved, **new} if new else saved
 
 
 def warm_start(learners: Mapping[str, Learner], target: str | Path) -> dict[str, str]:
@@ -57,7 +73,7 @@ def warm_start(learners: Mapping[str, Learner], target: str | Path) -> dict[str,
         missing = [k for k in keys if k not in saved[source]]
         if missing:
             raise ConfigError(f"init_from: learner {source!r} of {path} has no {missing[0]!r}")
-        state.update({k: saved[source][k] for k in keys})
+        state.update({k: with_new_heads(saved[source][k], state[k]) for k in keys})
         load_saved_state(learner, state, f"init_from: learner {source!r} of {path} does not fit "
                          f"learner {name!r} of this run")  # fmt: skip
         taken[name] = source
