@@ -20,7 +20,9 @@ to 6M steps; part 13 (``experts_part13_curves.png``) part 10's start with a 6M-s
 beside part 10; part 14 (``experts_part14_curves.png``) part 9's start with a 16M-step budget
 beside parts 7 and 9; part 15 (``experts_part15_curves.png``) part 10 with 64-step BPTT
 chunks beside part 10; part 16 (``experts_part16_curves.png``) the 4-tile stage with an LSTM of
-256 units beside part 10's 128. The return panel
+256 units beside part 10's 128; part 17 (``experts_part17_curves.png``) the 4-tile stage with
+the learners seeing their cell and facing beside part 10; part 18 (``experts_part18_curves.png``)
+part 10 plus the reward-prediction loss beside part 10. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -300,6 +302,36 @@ FIGURES = (
         },
         "4-tile experts started from a 3-tile expert, a wider core (LSTM 256), 7x7 / 100 steps",
         "experts_part16_curves.png",
+    ),
+    Figure(
+        "experts_part17",
+        {
+            "name=goal_cycle_expert_4tiles_warm_position,scale=small": four_tile_arm(
+                "4 tiles from a 3-tile expert, seeing cell and facing (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm,scale=small": Arm(
+                "4 tiles from the 3-tile library expert (part 10, 2 seeds)",
+                policies=(),
+                prefix="experts_part10",
+            ),
+        },
+        "4-tile experts started from a 3-tile expert, cell and facing as inputs, 7x7 / 100 steps",
+        "experts_part17_curves.png",
+    ),
+    Figure(
+        "experts_part18",
+        {
+            "name=goal_cycle_expert_4tiles_warm_next_reward,scale=small": four_tile_arm(
+                "4 tiles from the 3-tile expert, reward-prediction loss (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm,scale=small": Arm(
+                "the same start without the loss (part 10, 2 seeds)",
+                policies=(),
+                prefix="experts_part10",
+            ),
+        },
+        "4-tile experts started from a 3-tile expert, a reward-prediction loss, 7x7 / 100 steps",
+        "experts_part18_curves.png",
     ),
 )
 
