@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "19", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "20", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 18 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 19 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -133,14 +133,15 @@ def test_parts_8_9_and_14_start_13x13_from_the_7x7_library_expert(tmp_path, part
         ("13", "total_timesteps=6000000"),
         ("15", "agent.chunk_len=64"),
         ("18", "agent=ppo_lstm_expert_next_reward"),
+        ("19", "agent=ppo_lstm_expert_next_reward total_timesteps=6000000"),
     ],
 )
-def test_parts_10_13_15_and_18_start_two_4_tile_seeds_from_the_3_tile_library_expert(
+def test_parts_10_13_15_18_and_19_start_two_4_tile_seeds_from_the_3_tile_library_expert(
     tmp_path, part, change
 ) -> None:
     """Part 10 is part 3's gated 4-tile design with one change, the starting weights; part 13
     is part 10 with a 6M-step budget (a new run, not an extension), part 15 with 64-step BPTT
-    chunks, part 18 with the reward-prediction loss."""
+    chunks, part 18 with the reward-prediction loss, part 19 with both that loss and 6M steps."""
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1")
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
@@ -151,7 +152,7 @@ def test_parts_10_13_15_and_18_start_two_4_tile_seeds_from_the_3_tile_library_ex
                      f"init_from={expert}", "name=goal_cycle_expert_4tiles_warm")  # fmt: skip
         assert all(override in command for override in overrides) and "extend" not in command
         assert ("chunk_len" in command) == (part == "15")  # else the preset's 16 steps
-        if part != "13":
+        if part not in ("13", "19"):
             assert "total_timesteps" not in command  # part 3's budget: the preset's 3M steps
         if change is not None:
             assert change in command
@@ -159,9 +160,13 @@ def test_parts_10_13_15_and_18_start_two_4_tile_seeds_from_the_3_tile_library_ex
 
 @pytest.mark.parametrize(
     ("part", "arm"),
-    [("10", "goal_cycle_expert_4tiles_warm"), ("18", "goal_cycle_expert_4tiles_warm_next_reward")],
+    [
+        ("10", "goal_cycle_expert_4tiles_warm"),
+        ("18", "goal_cycle_expert_4tiles_warm_next_reward"),
+        ("19", "goal_cycle_expert_4tiles_warm_next_reward_6m"),
+    ],
 )
-def test_parts_10_and_18_analyses_count_the_ruled_out_mistakes_of_both_seeds(
+def test_parts_10_18_and_19_analyses_count_the_ruled_out_mistakes_of_both_seeds(
     tmp_path, part, arm
 ) -> None:
     for seed in (1, 2):

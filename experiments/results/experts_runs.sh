@@ -25,6 +25,7 @@
 #                                                     # the learners seeing position and direction
 #   PART=18 bash experiments/results/experts_runs.sh  # part 18: part 10 plus the reward-prediction
 #                                                     # loss (agent=ppo_lstm_expert_next_reward)
+#   PART=19 bash experiments/results/experts_runs.sh  # part 19: part 18 with a 6M-step budget
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -92,6 +93,8 @@ name=goal_cycle_expert_lstm256"
   [tiles4_warm_position]="$GATED $PLACE name=goal_cycle_expert_4tiles_warm_position"
   [tiles4_warm_next_reward]="$WARM4 agent=ppo_lstm_expert_next_reward \
 name=goal_cycle_expert_4tiles_warm_next_reward"
+  [tiles4_warm_next_reward_6m]="$WARM4 agent=ppo_lstm_expert_next_reward total_timesteps=6000000 \
+name=goal_cycle_expert_4tiles_warm_next_reward_6m"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -115,6 +118,7 @@ declare -A DIRS=(
   [recipe_position]=goal_cycle_expert_position
   [tiles4_warm_position]=goal_cycle_expert_4tiles_warm_position
   [tiles4_warm_next_reward]=goal_cycle_expert_4tiles_warm_next_reward
+  [tiles4_warm_next_reward_6m]=goal_cycle_expert_4tiles_warm_next_reward_6m
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
@@ -122,7 +126,7 @@ declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=cano
   [tiles4_warm_6m]=tiles4_warm)
 # an arm started from the weights of another arm's finished run of the same seed (init_from=)
 declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256 [tiles4_warm_position]=recipe_position)
-[[ ${PART:-} =~ ^([1-9]|1[0-8])?$ ]] || { echo "PART must be 1 to 18 (got '$PART')" >&2; exit 2; }
+[[ ${PART:-} =~ ^([1-9]|1[0-9])?$ ]] || { echo "PART must be 1 to 19 (got '$PART')" >&2; exit 2; }
 
 chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has ended, else the start
   local second=$1 seed first
@@ -138,7 +142,9 @@ chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has 
 }
 
 DEFAULT=()
-if [[ ${PART:-1} == 18 ]]; then
+if [[ ${PART:-1} == 19 ]]; then
+  DEFAULT=(tiles4_warm_next_reward_6m:1 tiles4_warm_next_reward_6m:2)
+elif [[ ${PART:-1} == 18 ]]; then
   DEFAULT=(tiles4_warm_next_reward:1 tiles4_warm_next_reward:2)
 elif [[ ${PART:-1} == 17 ]]; then  # each seed's 4-tile stage once its 3-tile stage has ended
   chain tiles4_warm_position 1 2
@@ -356,10 +362,16 @@ analyse_part18() {  # part 10 plus the reward-prediction loss: as part 10
   ruled_out part18 tiles4_warm_next_reward
 }
 
+analyse_part19() {  # part 18 with a 6M-step budget: as part 18
+  analyse_arms part19 tiles4_warm_next_reward_6m
+  analyse_stages part19 tiles4_warm_next_reward_6m 0.25 0.5 0.75 1.0 1.25 1.5
+  ruled_out part19 tiles4_warm_next_reward_6m
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
