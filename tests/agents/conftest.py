@@ -80,3 +80,34 @@ def train_run(
     trainer = Trainer(cfg, run_dir)
     trainer.run()
     return trainer, read_metrics(run_dir)
+
+
+def compose_learner(*overrides: str) -> Any:
+    """The main learner's config that ``experiments/train.py`` would build from ``conf/`` with
+    these Hydra overrides (the test is skipped without hydra)."""
+    import pytest
+
+    hydra = pytest.importorskip("hydra")
+    from omegaconf import OmegaConf
+
+    import experiments.train  # noqa: F401  (registers the schemas)
+    from marlgrid.agents.training.train_config import learner_configs
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with hydra.initialize_config_dir(str(conf), version_base="1.3"):
+        cfg = hydra.compose("train", overrides=list(overrides))
+    return learner_configs(OmegaConf.to_object(cfg))["main"]
+
+
+def assert_term_trains_head_memory_encoder_only(loss: Any, net: Any, head: str) -> None:
+    """The gradient of a loss term's ``loss`` reaches ``net``'s encoder, memory core and extra
+    head ``head``, and neither the policy nor the value head."""
+    import torch
+
+    params = dict(net.named_parameters())
+    grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+    pairs = zip(params, grads, strict=True)
+    norm = {k: 0.0 if g is None else float(g.abs().sum()) for k, g in pairs}
+    for part in ("torso.encoder.", "torso.memory.", f"extra_heads.{head}."):
+        assert any(norm[k] > 0 for k in norm if k.startswith(part)), part
+    assert all(norm[k] == 0 for k in norm if k.startswith(("policy_head.", "value_head.")))

@@ -4,7 +4,6 @@ one update through the trainer's learner, configs and the preset."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,9 +22,12 @@ from marlgrid.agents.networks import NetworkConfig
 from marlgrid.agents.networks.next_view_head import NextViewHead
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 from marlgrid.config import ConfigError
-from tests.agents.conftest import train_learner
+from tests.agents.conftest import (
+    assert_term_trains_head_memory_encoder_only,
+    compose_learner,
+    train_learner,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"hidden_size": 16, "trunk_sizes": (16,), "head_sizes": (8,), "conv_channels": (4,)}
 TERM = {"name": "next_reward", "coef": 1.0, "options": {"balance": True}}
 
@@ -93,13 +95,7 @@ def test_the_term_on_a_goal_cycle_buffer_reads_each_steps_reward():
     assert float(logs["nonzero"]) == pytest.approx(float(rewarded))
     assert 0.0 <= float(logs["accuracy"]) <= 1.0
     # its gradient reaches the head, the memory and the encoder, not the policy or value heads
-    params = dict(learner.net.named_parameters())
-    grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
-    pairs = zip(params, grads, strict=True)
-    norm = {k: 0.0 if g is None else float(g.abs().sum()) for k, g in pairs}
-    for part in ("torso.encoder.", "torso.memory.", "extra_heads.next_reward."):
-        assert any(norm[k] > 0 for k in norm if k.startswith(part)), part
-    assert all(norm[k] == 0 for k in norm if k.startswith(("policy_head.", "value_head.")))
+    assert_term_trains_head_memory_encoder_only(loss, learner.net, "next_reward")
 
 
 def test_updates_train_the_head_toward_the_rewards():
@@ -149,18 +145,10 @@ def test_bad_options_are_refused_by_the_config_check(options: dict[str, Any], ma
 
 
 def test_the_preset_is_the_expert_learner_plus_the_term():
-    hydra = pytest.importorskip("hydra")
-    from omegaconf import OmegaConf
-
-    import experiments.train  # noqa: F401  (registers the schemas)
-    from marlgrid.agents.training.train_config import learner_configs
-
-    def compose(*overrides: str) -> PPOConfig:
-        with hydra.initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-            cfg = hydra.compose("train", overrides=list(overrides))
-        return learner_configs(OmegaConf.to_object(cfg))["main"]
-
-    aux, plain = compose("agent=ppo_lstm_expert_next_reward"), compose("agent=ppo_lstm_expert")
+    aux, plain = (
+        compose_learner("agent=ppo_lstm_expert_next_reward"),
+        compose_learner("agent=ppo_lstm_expert"),
+    )
     assert aux.aux_losses == [TERM]
     aux.aux_losses = []
     assert aux == plain

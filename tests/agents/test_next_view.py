@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,10 +32,14 @@ from marlgrid.agents.networks import NetworkConfig
 from marlgrid.agents.networks.next_view_head import NextViewHead
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 from marlgrid.config import ConfigError
-from tests.agents.conftest import collect, train_learner
+from tests.agents.conftest import (
+    assert_term_trains_head_memory_encoder_only,
+    collect,
+    compose_learner,
+    train_learner,
+)
 from tests.toy_envs import CueMemoryEnv
 
-ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"hidden_size": 16, "trunk_sizes": (16,), "head_sizes": (8,), "conv_channels": (4,)}
 TERM = {"name": "next_view", "coef": 3.0, "options": {"loss": "l1"}}
 
@@ -250,13 +253,7 @@ def test_the_term_alone_trains_the_decoder_memory_and_encoder(loss: str):
     batch = learner.minibatch(learner.buffer, torch.arange(4))
     out = learner.net.output(batch.obs, batch.start_state, batch.resets, batch.actions)
     term_loss, _ = learner.aux_losses[0].term(batch, out)
-    params = dict(learner.net.named_parameters())
-    grads = torch.autograd.grad(term_loss, list(params.values()), allow_unused=True)
-    pairs = zip(params, grads, strict=True)
-    norm = {k: 0.0 if g is None else float(g.abs().sum()) for k, g in pairs}
-    for part in ("torso.encoder.", "torso.memory.", "extra_heads.next_view."):
-        assert any(norm[k] > 0 for k in norm if k.startswith(part)), part
-    assert all(norm[k] == 0 for k in norm if k.startswith(("policy_head.", "value_head.")))
+    assert_term_trains_head_memory_encoder_only(term_loss, learner.net, "next_view")
 
 
 def collect_vec(vec: Any, learner: PPO, num_steps: int) -> None:
@@ -427,21 +424,10 @@ def test_refused_setups():
 
 
 def test_the_preset_is_ppo_lstm_fast_plus_the_term():
-    hydra = pytest.importorskip("hydra")
-    from omegaconf import OmegaConf
-
-    import experiments.train  # noqa: F401  (registers the schemas)
-    from marlgrid.agents.training.train_config import learner_configs
-
-    def compose(*overrides: str) -> PPOConfig:
-        with hydra.initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-            cfg = hydra.compose("train", overrides=list(overrides))
-        return learner_configs(OmegaConf.to_object(cfg))["main"]
-
-    aux, fast = compose("agent=ppo_lstm_aux"), compose("agent=ppo_lstm_fast")
+    aux, fast = compose_learner("agent=ppo_lstm_aux"), compose_learner("agent=ppo_lstm_fast")
     options = {"loss": "l1", "target": "next"}
     assert aux.aux_losses == [{"name": "next_view", "coef": 3.0, "options": options}]
     aux.aux_losses = []
     assert aux == fast
-    control = compose("agent=ppo_lstm_aux", "agent.aux_losses.0.options.target=current")
+    control = compose_learner("agent=ppo_lstm_aux", "agent.aux_losses.0.options.target=current")
     assert control.aux_losses[0]["options"] == {"loss": "l1", "target": "current"}

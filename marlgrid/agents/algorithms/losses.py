@@ -60,10 +60,12 @@ __all__ = [
     "ConfiguredTerm",
     "LossTerm",
     "MiniBatch",
+    "OptionsChecked",
     "build_aux_losses",
     "check_aux_losses",
     "register_loss_term",
     "term_heads",
+    "term_options",
     "unregister_loss_term",
     "with_term_heads",
 ]
@@ -150,6 +152,33 @@ class ConfiguredTerm(NamedTuple):
     name: str
     coef: float
     term: LossTerm
+
+
+def term_options(options: Any, defaults: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A term's ``options`` with its ``defaults`` filled in; :class:`~marlgrid.config.ConfigError`
+    names ``key`` when they are not a mapping or hold a key ``defaults`` does not."""
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{key} must be a mapping, got {options!r}")
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise ConfigError(f"{key} has unknown keys {unknown}; allowed: {sorted(defaults)}")
+    return {**defaults, **options}
+
+
+class OptionsChecked:
+    """Base of a term class whose options one classmethod, :meth:`parse_options`, checks and
+    completes; it provides the ``check_options`` hook from it."""
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any], key: str) -> dict[str, Any]:
+        """The options with defaults filled in, checked (errors name ``<key>.<option>``)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any], key: str) -> None:
+        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<option>`` for a bad
+        option (read by the config checks, before any space is known)."""
+        cls.parse_options(options, key)
 
 
 def check_aux_losses(

@@ -38,7 +38,12 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor
 
-from marlgrid.agents.algorithms.losses import MiniBatch, register_loss_term
+from marlgrid.agents.algorithms.losses import (
+    MiniBatch,
+    OptionsChecked,
+    register_loss_term,
+    term_options,
+)
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.next_view_head import NextViewHead
 from marlgrid.agents.networks.registry import NetOutput
@@ -55,12 +60,7 @@ _OPTIONS = {"balance": True, "hidden": 128}
 
 def _options(options: Mapping[str, Any], key: str) -> dict[str, Any]:
     """``options`` with the defaults filled in, checked (errors name ``<key>.<option>``)."""
-    if not isinstance(options, Mapping):
-        raise ConfigError(f"{key} must be a mapping, got {options!r}")
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise ConfigError(f"{key} has unknown keys {unknown}; allowed: {sorted(_OPTIONS)}")
-    out = {**_OPTIONS, **options}
+    out = term_options(options, _OPTIONS, key)
     if not isinstance(out["balance"], bool):
         raise ConfigError(f"{key}.balance must be true or false, got {out['balance']!r}")
     check_int(f"{key}.hidden", out["hidden"], low=1)
@@ -88,15 +88,11 @@ def balanced_cross_entropy(logits: Tensor, classes: Tensor, mask: Tensor, balanc
     return torch.stack(per_class).mean() if per_class else logits.sum() * 0.0
 
 
-class NextRewardLoss:
+class NextRewardLoss(OptionsChecked):
     """The ``next_reward`` loss term (see the module docstring); built as
     ``NextRewardLoss(net, **options)`` on a network that has the head :data:`HEAD`."""
 
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any], key: str) -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<option>`` for a bad
-        option (read by the config checks, before any space is known)."""
-        _options(options, key)
+    parse_options = staticmethod(_options)
 
     @classmethod
     def heads(

@@ -55,7 +55,12 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor
 
-from marlgrid.agents.algorithms.losses import MiniBatch, register_loss_term
+from marlgrid.agents.algorithms.losses import (
+    MiniBatch,
+    OptionsChecked,
+    register_loss_term,
+    term_options,
+)
 from marlgrid.agents.arrays import Obs
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.next_view_head import NextViewHead, view_spec
@@ -86,12 +91,7 @@ _OPTIONS = {"loss": "l1", "target": "next", "hidden": 256}
 
 def _options(options: Mapping[str, Any], key: str) -> dict[str, Any]:
     """``options`` with the defaults filled in, checked (errors name ``<key>.<option>``)."""
-    if not isinstance(options, Mapping):
-        raise ConfigError(f"{key} must be a mapping, got {options!r}")
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise ConfigError(f"{key} has unknown keys {unknown}; allowed: {sorted(_OPTIONS)}")
-    out = {**_OPTIONS, **options}
+    out = term_options(options, _OPTIONS, key)
     check_choice(f"{key}.loss", out["loss"], LOSSES)
     check_choice(f"{key}.target", out["target"], TARGETS)
     check_int(f"{key}.hidden", out["hidden"], low=1)
@@ -208,15 +208,11 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
 # -- the term -----------------------------------------------------------------------------------
 
 
-class NextViewLoss:
+class NextViewLoss(OptionsChecked):
     """The ``next_view`` loss term (see the module docstring); built as
     ``NextViewLoss(net, **options)`` on a network that has the head :data:`HEAD`."""
 
-    @classmethod
-    def check_options(cls, options: Mapping[str, Any], key: str) -> None:
-        """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<option>`` for a bad
-        option (read by the config checks, before any space is known)."""
-        _options(options, key)
+    parse_options = staticmethod(_options)
 
     @classmethod
     def heads(
