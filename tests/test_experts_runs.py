@@ -177,6 +177,9 @@ def test_parts_10_18_and_19_analyses_count_the_ruled_out_mistakes_of_both_seeds(
     (visits,) = [line for line in lines if "tile_visits.py" in line]
     assert f"--csv experiments/results/experts_part{part}_tile_memory.csv" in visits
     assert all(f"{arm}/seed_{k}" in visits for k in (1, 2))
+    term = [line.split("--metric ")[1].split()[0] for line in lines if "losses/next_reward" in line]
+    want = ["losses/next_reward", "losses/next_reward/accuracy", "losses/next_reward/nonzero"]
+    assert term == ([] if part == "10" else want)  # the reward-prediction term's logs
     stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
     assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
 

@@ -356,16 +356,32 @@ analyse_part17() {  # position and direction as inputs: as part 16
   ruled_out part17 tiles4_warm_position
 }
 
-analyse_part18() {  # part 10 plus the reward-prediction loss: as part 10
+term_logs() {  # term_logs PART ARM...: the reward-prediction term's loss and accuracy (mean of
+  # each run's last 20 logged values) into experts_<part>_next_reward{,_accuracy,_nonzero}_*.csv
+  local part=$1 dirs metric stem
+  shift
+  mapfile -t dirs < <(folders "$@")
+  for metric in losses/next_reward losses/next_reward/accuracy losses/next_reward/nonzero; do
+    stem=${metric#losses/}
+    stem=${stem//\//_}
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${dirs[@]}" --group-by name,scale \
+      --metric "$metric" --last 20 --include-unfinished --out "$RESULTS/experts_${part}_$stem"
+    rm -f "$RESULTS/experts_${part}_$stem".{md,png} "$RESULTS/experts_${part}_${stem}_curves.csv"
+  done
+}
+
+analyse_part18() {  # part 10 plus the reward-prediction loss: as part 10, and the term's logs
   analyse_arms part18 tiles4_warm_next_reward
   analyse_stages part18 tiles4_warm_next_reward 0.25 0.5 0.75 1.0 1.25 1.5
   ruled_out part18 tiles4_warm_next_reward
+  term_logs part18 tiles4_warm_next_reward
 }
 
 analyse_part19() {  # part 18 with a 6M-step budget: as part 18
   analyse_arms part19 tiles4_warm_next_reward_6m
   analyse_stages part19 tiles4_warm_next_reward_6m 0.25 0.5 0.75 1.0 1.25 1.5
   ruled_out part19 tiles4_warm_next_reward_6m
+  term_logs part19 tiles4_warm_next_reward_6m
 }
 
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
