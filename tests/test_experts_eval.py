@@ -231,7 +231,7 @@ def test_every_committed_figure_finds_each_of_its_arms_in_the_committed_csvs():
     drawn = [
         f for f in experts_plot.FIGURES if (results / f"{f.prefix}_rewards_curves.csv").exists()
     ]
-    assert len(drawn) >= 15  # parts 1 to 17 but 11 and 14 (not run to their end) are committed
+    assert len(drawn) >= 17  # parts 1 to 18 but 11 (not run to its end) are committed
     for figure in drawn:
         for stem in ("episodic_return", "rewards", "penalties"):  # a fixed penalty logs no curve
             assert set(experts_plot.arm_curves(results, figure, stem)) == set(figure.arms), (
