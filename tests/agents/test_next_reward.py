@@ -152,3 +152,9 @@ def test_the_preset_is_the_expert_learner_plus_the_term():
     assert aux.aux_losses == [TERM]
     aux.aux_losses = []
     assert aux == plain
+
+
+def test_the_term_without_its_head_is_refused_naming_it():
+    learner = _learner(_cfg(), _goal_cycle())  # no term: no head
+    with pytest.raises(ConfigError, match=r"next_reward term needs the network's extra head "):
+        NextRewardLoss(learner.net)

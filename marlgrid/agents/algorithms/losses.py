@@ -60,7 +60,7 @@ __all__ = [
     "ConfiguredTerm",
     "LossTerm",
     "MiniBatch",
-    "OptionsChecked",
+    "TermBase",
     "build_aux_losses",
     "check_aux_losses",
     "register_loss_term",
@@ -165,9 +165,13 @@ def term_options(options: Any, defaults: Mapping[str, Any], key: str) -> dict[st
     return {**defaults, **options}
 
 
-class OptionsChecked:
+class TermBase:
     """Base of a term class whose options one classmethod, :meth:`parse_options`, checks and
-    completes; it provides the ``check_options`` hook from it."""
+    completes: it provides the ``check_options`` and ``heads`` hooks from it (a term that needs
+    heads overrides :meth:`declare_heads`) and :meth:`declared_head` for its constructor."""
+
+    #: the term's registered name (in error messages)
+    NAME = "term"
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -179,6 +183,38 @@ class OptionsChecked:
         """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>.<option>`` for a bad
         option (read by the config checks, before any space is known)."""
         cls.parse_options(options, key)
+
+    @classmethod
+    def declare_heads(
+        cls, opts: dict[str, Any], observation_space: spaces.Space, network: Any, key: str
+    ) -> dict[str, dict[str, Any]]:
+        """The extra heads the term needs for its parsed options ``opts`` (none here)."""
+        return {}
+
+    @classmethod
+    def heads(
+        cls,
+        options: Mapping[str, Any],
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        network: Any,
+        key: str,
+    ) -> dict[str, dict[str, Any]]:
+        """The ``heads`` hook: :meth:`declare_heads` of the parsed options."""
+        return cls.declare_heads(cls.parse_options(options, key), observation_space, network, key)
+
+    @classmethod
+    def declared_head(cls, net: Any, name: str, kind: type) -> Any:
+        """``net``'s extra head ``name`` (an instance of ``kind``) that the term declared;
+        :class:`~marlgrid.config.ConfigError` when the network lacks it."""
+        heads = getattr(net, "extra_heads", {})
+        if name not in heads or not isinstance(heads[name], kind):
+            raise ConfigError(
+                f"the {cls.NAME} term needs the network's extra head {name!r} (a "
+                f"{kind.__name__}, which PPO adds from the term's heads hook); this network has "
+                f"{sorted(heads) if heads else 'none'}"
+            )
+        return heads[name]
 
 
 def check_aux_losses(

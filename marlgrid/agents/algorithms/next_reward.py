@@ -40,11 +40,10 @@ from torch import Tensor
 
 from marlgrid.agents.algorithms.losses import (
     MiniBatch,
-    OptionsChecked,
+    TermBase,
     register_loss_term,
     term_options,
 )
-from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.next_view_head import NextViewHead
 from marlgrid.agents.networks.registry import NetOutput
 from marlgrid.config import ConfigError, check_int
@@ -88,36 +87,24 @@ def balanced_cross_entropy(logits: Tensor, classes: Tensor, mask: Tensor, balanc
     return torch.stack(per_class).mean() if per_class else logits.sum() * 0.0
 
 
-class NextRewardLoss(OptionsChecked):
+class NextRewardLoss(TermBase):
     """The ``next_reward`` loss term (see the module docstring); built as
     ``NextRewardLoss(net, **options)`` on a network that has the head :data:`HEAD`."""
 
+    NAME = HEAD
     parse_options = staticmethod(_options)
 
     @classmethod
-    def heads(
-        cls,
-        options: Mapping[str, Any],
-        observation_space: spaces.Space,
-        action_space: spaces.Space,
-        network: NetworkConfig,
-        key: str,
+    def declare_heads(
+        cls, opts: dict[str, Any], observation_space: spaces.Space, network: Any, key: str
     ) -> dict[str, dict[str, Any]]:
         """The classifier head this term needs, ``{"next_reward": {kind, options}}``."""
-        opts = _options(options, key)
         head = {"view": "real", "shape": [len(CLASSES)], "hidden": opts["hidden"]}
         return {HEAD: {"kind": "next_view", "options": head}}
 
     def __init__(self, net: Any, **options: Any) -> None:
-        opts = _options(options, "next_reward options")
-        self.balance = opts["balance"]
-        heads = getattr(net, "extra_heads", {})
-        if HEAD not in heads or not isinstance(heads[HEAD], NextViewHead):
-            raise ConfigError(
-                f"the next_reward term needs the network's extra head {HEAD!r} (which PPO adds "
-                f"from the term's heads hook); this network has "
-                f"{sorted(heads) if heads else 'none'}"
-            )
+        self.balance = _options(options, "next_reward options")["balance"]
+        self.declared_head(net, HEAD, NextViewHead)
 
     def __call__(self, batch: MiniBatch, output: NetOutput) -> tuple[Tensor, dict[str, Tensor]]:
         if batch.buffer is None:

@@ -57,12 +57,11 @@ from torch import Tensor
 
 from marlgrid.agents.algorithms.losses import (
     MiniBatch,
-    OptionsChecked,
+    TermBase,
     register_loss_term,
     term_options,
 )
 from marlgrid.agents.arrays import Obs
-from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.next_view_head import NextViewHead, view_spec
 from marlgrid.agents.networks.registry import NetOutput
 from marlgrid.config import ConfigError, check_choice, check_int
@@ -208,24 +207,19 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
 # -- the term -----------------------------------------------------------------------------------
 
 
-class NextViewLoss(OptionsChecked):
+class NextViewLoss(TermBase):
     """The ``next_view`` loss term (see the module docstring); built as
     ``NextViewLoss(net, **options)`` on a network that has the head :data:`HEAD`."""
 
+    NAME = HEAD
     parse_options = staticmethod(_options)
 
     @classmethod
-    def heads(
-        cls,
-        options: Mapping[str, Any],
-        observation_space: spaces.Space,
-        action_space: spaces.Space,
-        network: NetworkConfig,
-        key: str,
+    def declare_heads(
+        cls, opts: dict[str, Any], observation_space: spaces.Space, network: Any, key: str
     ) -> dict[str, dict[str, Any]]:
         """The decoder head this term needs, ``{"next_view": {kind, options}}``, for views of
-        ``observation_space`` read as ``network`` reads them."""
-        opts = _options(options, key)
+        ``observation_space`` read as ``network`` (a :class:`NetworkConfig`) reads them."""
         spec = view_spec(_view_space(observation_space, key), network)
         if opts["loss"] == "ce" and spec["view"] != "symbolic":
             raise ConfigError(
@@ -237,14 +231,7 @@ class NextViewLoss(OptionsChecked):
     def __init__(self, net: Any, **options: Any) -> None:
         opts = _options(options, "next_view options")
         self.loss, self.target = opts["loss"], opts["target"]
-        head = getattr(net, "extra_heads", {})
-        if HEAD not in head or not isinstance(head[HEAD], NextViewHead):
-            raise ConfigError(
-                f"the next_view term needs the network's extra head {HEAD!r} (a NextViewHead, "
-                f"which PPO adds from the term's heads hook); this network has "
-                f"{sorted(head) if head else 'none'}"
-            )
-        self.head: NextViewHead = head[HEAD]
+        self.head: NextViewHead = self.declared_head(net, HEAD, NextViewHead)
         if self.loss == "ce" and self.head.view != "symbolic":
             raise ConfigError(
                 f"next_view options.loss 'ce' needs symbolic views, got {self.head.view!r}"
