@@ -26,6 +26,8 @@
 #   PART=18 bash experiments/results/experts_runs.sh  # part 18: part 10 plus the reward-prediction
 #                                                     # loss (agent=ppo_lstm_expert_next_reward)
 #   PART=19 bash experiments/results/experts_runs.sh  # part 19: part 18 with a 6M-step budget
+#   PART=20 bash experiments/results/experts_runs.sh  # part 20: part 18's control, penalty 1.5
+#                                                     # from the first 4-tile step
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -95,6 +97,9 @@ name=goal_cycle_expert_lstm256"
 name=goal_cycle_expert_4tiles_warm_next_reward"
   [tiles4_warm_next_reward_6m]="$WARM4 agent=ppo_lstm_expert_next_reward total_timesteps=6000000 \
 name=goal_cycle_expert_4tiles_warm_next_reward_6m"
+  [tiles4_warm_next_reward_fixed]="experiment=goal_cycle_expert_fixed_penalty scale=small \
+env.settings.n_goals=4 init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt \
+agent=ppo_lstm_expert_next_reward name=goal_cycle_expert_4tiles_warm_next_reward_fixed"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -119,6 +124,7 @@ declare -A DIRS=(
   [tiles4_warm_position]=goal_cycle_expert_4tiles_warm_position
   [tiles4_warm_next_reward]=goal_cycle_expert_4tiles_warm_next_reward
   [tiles4_warm_next_reward_6m]=goal_cycle_expert_4tiles_warm_next_reward_6m
+  [tiles4_warm_next_reward_fixed]=goal_cycle_expert_4tiles_warm_next_reward_fixed
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
@@ -126,7 +132,7 @@ declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=cano
   [tiles4_warm_6m]=tiles4_warm)
 # an arm started from the weights of another arm's finished run of the same seed (init_from=)
 declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256 [tiles4_warm_position]=recipe_position)
-[[ ${PART:-} =~ ^([1-9]|1[0-9])?$ ]] || { echo "PART must be 1 to 19 (got '$PART')" >&2; exit 2; }
+[[ ${PART:-} =~ ^([1-9]|1[0-9]|20)?$ ]] || { echo "PART must be 1 to 20 (got '$PART')" >&2; exit 2; }
 
 chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has ended, else the start
   local second=$1 seed first
@@ -142,7 +148,9 @@ chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has 
 }
 
 DEFAULT=()
-if [[ ${PART:-1} == 19 ]]; then
+if [[ ${PART:-1} == 20 ]]; then
+  DEFAULT=(tiles4_warm_next_reward_fixed:1 tiles4_warm_next_reward_fixed:2)
+elif [[ ${PART:-1} == 19 ]]; then
   DEFAULT=(tiles4_warm_next_reward_6m:1 tiles4_warm_next_reward_6m:2)
 elif [[ ${PART:-1} == 18 ]]; then
   DEFAULT=(tiles4_warm_next_reward:1 tiles4_warm_next_reward:2)
@@ -384,10 +392,16 @@ analyse_part19() {  # part 18 with a 6M-step budget: as part 18
   term_logs part19 tiles4_warm_next_reward_6m
 }
 
+analyse_part20() {  # part 18's control: as part 18, without stages
+  analyse_arms part20 tiles4_warm_next_reward_fixed
+  ruled_out part20 tiles4_warm_next_reward_fixed
+  term_logs part20 tiles4_warm_next_reward_fixed
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
