@@ -29,8 +29,14 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import marlgrid  # noqa: E402
-from marlgrid.agents.training.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
+from marlgrid.agents.training.checkpoint import (  # noqa: E402
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+)
+from marlgrid.agents.training.train_config import identity, identity_defaults  # noqa: E402
 from marlgrid.agents.training.trainer import TrainConfig, Trainer, train  # noqa: E402
+from marlgrid.agents.training.warm_start import EXTRA_HEADS_PREFIX  # noqa: E402
 from marlgrid.config import ConfigError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,13 +66,35 @@ RUN = {
     "novice": ((2_000_000, None), (200_000, None)),
     "clutter": ((1_000_000, None), (200_000, None)),
     "refresh": ((1_000_000, None), (200_000, None)),
-    "recipe": ((8_000_000, None), (3_000_000, None)),
+    "recipe": ((16_000_000, None), (3_000_000, None)),
 }
-#: full scale, small scale: the expert recipe's penalty anneal (0, held, then linear to 1.5)
-RECIPE_ANNEAL = (
-    [[0, 0.0], [800_000, 0.0], [5_300_000, 1.5]],
-    [[0, 0.0], [300_000, 0.0], [2_000_000, 1.5]],
-)
+#: the expert library files the recipes start from (experiments/experts/)
+EXPERT_7X7 = "experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
+EXPERT_13X13 = "experiments/experts/goal_cycle_13x13_3agents_expert_seed1.pt"
+STAGES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
+
+
+def linear(points: list) -> dict:
+    """A linear penalty schedule through ``points``, as it composes (every field)."""
+    fields = {"metric": None, "threshold": None, "values": None, "window": 1, "patience": 1}
+    return {"mode": "linear", "points": points, **fields}
+
+
+def gated(threshold: float) -> dict:
+    """The recipes' gated penalty: a stage of 0.25 each time the training return holds."""
+    return {
+        "mode": "threshold",
+        "points": None,
+        "metric": "charts/episodic_return",
+        "threshold": threshold,
+        "values": STAGES,
+        "window": 5,
+        "patience": 3,
+    }
+
+
+#: full scale, small scale: the expert recipe's penalty (small: 0, held, then linear to 1.5)
+RECIPE_PENALTY = (gated(10.0), linear([[0, 0.0], [300_000, 0.0], [2_000_000, 1.5]]))
 
 SOLO = {"agent_0": "main"}
 
@@ -84,8 +112,11 @@ class Expected:
     blind: bool = False  # agent_0 cannot see the tiles
     prestige: bool = False  # the experts (agent_1, agent_2) in prestige colours
     experts: str | None = None  # the expert preset whose checkpoint it plays
-    anneal_points: tuple[list, list] | None = None  # (full, small) points of another anneal
+    penalty: tuple[dict, dict] | None = None  # (full, small) schedule other than the anneal
     extras: tuple[str, ...] = ("reward",)  # what goal-cycle agents see beside their view
+    init_from: tuple[str | None, str | None] = (None, None)  # (full, small) start weights
+    n_goals: int | None = None  # the tiles, where not the task's
+    terms: tuple[str, ...] = ()  # the learners' auxiliary loss terms
 
 
 EXPECTED = {
@@ -98,11 +129,32 @@ EXPECTED = {
         SHARED,
         anneal=True,
         run="recipe",
-        anneal_points=RECIPE_ANNEAL,
+        penalty=RECIPE_PENALTY,
         extras=("reward", "action"),
+        init_from=(EXPERT_7X7, None),
     ),
     "goal_cycle_expert_fixed_penalty": Expected(
-        CANON_3, SHARED, run="recipe", extras=("reward", "action")
+        CANON_3, SHARED, run="recipe", extras=("reward", "action"), init_from=(EXPERT_7X7, None)
+    ),
+    "goal_cycle_expert_4tiles": Expected(
+        CANON_3,
+        SHARED,
+        anneal=True,
+        run="recipe",
+        penalty=(gated(10.0), gated(8.0)),
+        extras=("reward", "action"),
+        init_from=(EXPERT_13X13, EXPERT_7X7),
+        n_goals=4,
+        terms=("next_reward",),
+    ),
+    "goal_cycle_expert_4tiles_fixed_penalty": Expected(
+        CANON_3,
+        SHARED,
+        run="recipe",
+        extras=("reward", "action"),
+        init_from=(EXPERT_13X13, EXPERT_7X7),
+        n_goals=4,
+        terms=("next_reward",),
     ),
     "solo_novice": Expected(CANON_1),
     "blind_solo_novice": Expected(CANON_1, blind=True),
@@ -133,6 +185,12 @@ TINY = [
     "logger.progress=false",
 ]
 TINY_UPDATES, TINY_STEPS = 2, 64
+
+
+@pytest.fixture(autouse=True)
+def _from_the_repository(monkeypatch):
+    """Presets name library files relative to the repository, where train.py is run from."""
+    monkeypatch.chdir(ROOT)
 
 
 def _compose(overrides: list[str]) -> TrainConfig:
@@ -234,18 +292,18 @@ def test_preset_composes_into_its_task(preset, scale):
     for name in extra:  # each separate expert is a copy of the agent config
         assert cfg.learners[name] == cfg.agent
     if spec.anneal:
-        assert cfg.curriculum["penalty"].mode == "linear"
-        points = [[0, 0.0], [anneal_end, 1.5]]
-        if spec.anneal_points:
-            points = spec.anneal_points[small]
-        assert cfg.curriculum["penalty"].points == points
+        penalty = spec.penalty[small] if spec.penalty else linear([[0, 0.0], [anneal_end, 1.5]])
+        assert dataclasses.asdict(cfg.curriculum["penalty"]) == penalty
     else:
         assert cfg.curriculum == {}
+    assert cfg.init_from == spec.init_from[small]
+    terms = getattr(cfg.agent, "aux_losses", [])  # learners without loss terms have none
+    assert [term["name"] for term in terms] == list(spec.terms)
     # the env as built: size, penalty, per-agent sight and colours
     full_size, penalty, n_goals, full_steps = TASKS[spec.env]
     assert (env.width, env.height) == ((7, 7) if small else (full_size, full_size))
     if "GoalCycle" in spec.env:
-        assert env.rules.penalty == penalty and env.rules.n_goals == n_goals
+        assert env.rules.penalty == penalty and env.rules.n_goals == (spec.n_goals or n_goals)
         assert env.max_steps == (100 if small else full_steps)
     hides = [a.hide for a in env.agent_configs]
     assert hides == [("cycle_tile",) if spec.blind and i == 0 else () for i in range(len(hides))]
@@ -398,14 +456,62 @@ def test_preset_trains_a_couple_of_updates(preset, tmp_path, expert_checkpoint):
     assert [int(r["step"]) for r in rows] == [32, 64]
     payload = load_checkpoint(_newest(run_dir))
     assert sorted(payload["learners"]) == sorted(set(spec.trained.values()))
-    if spec.anneal:  # the penalty new episodes started with, from the small-scale anneal
-        points = spec.anneal_points[1] if spec.anneal_points else [[0, 0.0], [200_000, 1.5]]
-        steps, values = zip(*points, strict=True)
-        assert [float(r["curriculum/penalty"]) for r in rows] == pytest.approx(
-            [float(np.interp(step, steps, values)) for step in (0, 32)]
-        )
+    if spec.anneal:  # the penalty new episodes started with, from the small-scale schedule
+        penalty = spec.penalty[1] if spec.penalty else linear([[0, 0.0], [200_000, 1.5]])
+        if penalty["mode"] == "threshold":  # two tiny updates never reach the gate
+            expected = [penalty["values"][0]] * 2
+        else:
+            steps, values = zip(*penalty["points"], strict=True)
+            expected = [float(np.interp(step, steps, values)) for step in (0, 32)]
+        assert [float(r["curriculum/penalty"]) for r in rows] == pytest.approx(expected)
     else:
         assert "curriculum/penalty" not in rows[0]
+
+
+WARM_STARTED = [p for p in PRESETS if EXPECTED[p].init_from[0]]
+
+
+@pytest.mark.parametrize("preset", WARM_STARTED)
+def test_full_scale_recipe_starts_from_its_library_expert(preset, tmp_path):
+    """The full-scale recipes start from a library file: it fits their task and learner (a
+    loss term's head new beside it), and training goes on from its weights."""
+    tiny = [override for override in TINY if override != "scale=small"]
+    cfg = _compose([f"experiment={preset}", *tiny, "total_timesteps=32"])
+    saved = load_checkpoint(ROOT / EXPECTED[preset].init_from[0])["learners"]["main"]["net"]
+    trainer = Trainer(cfg, tmp_path / "run")
+    assert list(trainer.warm_started) == ["main"]
+    net = trainer.learners["main"].learner.net.state_dict()
+    new = sorted(set(net) - set(saved))  # only the loss terms' heads are new
+    assert all(key.startswith(EXTRA_HEADS_PREFIX) for key in new), new
+    assert bool(new) == bool(EXPECTED[preset].terms)
+    for key, tensor in saved.items():
+        assert torch.equal(net[key], tensor), key
+    trainer.run()
+    assert trainer.global_step == 32
+
+
+#: library experts made by the recipes: file -> (preset, scale, seed)
+RECIPE_EXPERTS = {
+    "goal_cycle_7x7_3agents_expert_seed0.pt": ("goal_cycle_expert", "small", 0),
+    "goal_cycle_7x7_3agents_expert_seed1.pt": ("goal_cycle_expert", "small", 1),
+    "goal_cycle_13x13_3agents_expert_seed1.pt": ("goal_cycle_expert", "full", 1),
+    "goal_cycle_7x7_4tiles_3agents_expert_seed2.pt": ("goal_cycle_expert_4tiles", "small", 2),
+}
+
+
+@pytest.mark.parametrize(("file", "made_by"), RECIPE_EXPERTS.items())
+def test_the_recipe_presets_are_what_trained_the_library_experts(file, made_by):
+    """Each expert the recipes made (experiments/experts/README.md) was trained with exactly
+    what its preset composes to today: task, learners, roles, batch, seed, curriculum (the
+    identity a resume checks; learner settings added since the file read at their defaults)
+    and budget."""
+    preset, scale, seed = made_by
+    cfg = _compose([f"experiment={preset}", f"scale={scale}", f"seed={seed}"])
+    path = ROOT / "experiments" / "experts" / file
+    saved = load_checkpoint(path, identity(cfg), identity_defaults(cfg))  # raises on a mismatch
+    assert cfg.total_timesteps == saved["total_timesteps"]
+    with pytest.raises(CheckpointError, match="seed"):  # the check does tell seeds apart
+        load_checkpoint(path, identity(dataclasses.replace(cfg, seed=seed + 1)))
 
 
 @pytest.mark.parametrize(

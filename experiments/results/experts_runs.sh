@@ -60,11 +60,13 @@ init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
 WARM4="$GATED init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
 # part 17: the recipe's inputs plus the learner's cell and facing
 PLACE="'env.settings.agent.extras=[reward,action,position,direction]'"
+# parts 2, 5 and 7: 13x13 from scratch, the recipe's full scale before part 14 (8M env steps)
+SCRATCH="experiment=goal_cycle_expert init_from=null total_timesteps=8000000"
 # arm | overrides
 declare -A ARMS=(
   [recipe]="experiment=goal_cycle_expert scale=small"
   [control]="experiment=goal_cycle_expert_fixed_penalty scale=small"
-  [canonical]="experiment=goal_cycle_expert"
+  [canonical]="$SCRATCH scale/recipe_penalty=full_linear"
   [tiles4]="$TILES4"
   [tile_curriculum]="experiment=goal_cycle_expert scale=small \
 'curriculum.n_goals={mode: step, points: [[0, 3], [2000000, 4]]}' \
@@ -75,9 +77,9 @@ name=goal_cycle_expert_tile_curriculum"
 agent.network.memory_kwargs.memory_length=64 name=goal_cycle_expert_gated_gtrxl"
   [tiles4_gate5]="$TILES4 $STAGES curriculum.penalty.threshold=5.0 \
 total_timesteps=6000000 name=goal_cycle_expert_gate5"
-  [canonical_gated]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
+  [canonical_gated]="$SCRATCH $STAGES curriculum.penalty.threshold=10.0 \
 name=goal_cycle_expert_13x13_gated"
-  [canonical_gated_16m]="experiment=goal_cycle_expert $STAGES curriculum.penalty.threshold=10.0 \
+  [canonical_gated_16m]="$SCRATCH $STAGES curriculum.penalty.threshold=10.0 \
 total_timesteps=16000000 extend=true name=goal_cycle_expert_13x13_gated_16m"
   [canonical_warm]="$WARM total_timesteps=4000000 name=goal_cycle_expert_13x13_warm"
   [canonical_warm_8m]="$WARM total_timesteps=8000000 name=goal_cycle_expert_13x13_warm_8m"
@@ -93,13 +95,13 @@ name=goal_cycle_expert_lstm256"
   [tiles4_warm_lstm256]="$GATED agent.network.hidden_size=256 name=goal_cycle_expert_4tiles_warm_lstm256"
   [recipe_position]="experiment=goal_cycle_expert scale=small $PLACE name=goal_cycle_expert_position"
   [tiles4_warm_position]="$GATED $PLACE name=goal_cycle_expert_4tiles_warm_position"
+  # (= experiment=goal_cycle_expert_4tiles scale=small, the preset it became)
   [tiles4_warm_next_reward]="$WARM4 agent=ppo_lstm_expert_next_reward \
 name=goal_cycle_expert_4tiles_warm_next_reward"
   [tiles4_warm_next_reward_6m]="$WARM4 agent=ppo_lstm_expert_next_reward total_timesteps=6000000 \
 name=goal_cycle_expert_4tiles_warm_next_reward_6m"
-  [tiles4_warm_next_reward_fixed]="experiment=goal_cycle_expert_fixed_penalty scale=small \
-env.settings.n_goals=4 init_from=experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt \
-agent=ppo_lstm_expert_next_reward name=goal_cycle_expert_4tiles_warm_next_reward_fixed"
+  [tiles4_warm_next_reward_fixed]="experiment=goal_cycle_expert_4tiles_fixed_penalty scale=small \
+name=goal_cycle_expert_4tiles_warm_next_reward_fixed"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
