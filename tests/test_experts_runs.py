@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "20", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "21", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 19 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 20 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -39,6 +39,8 @@ def test_part_5_queues_the_gated_canonical_run(tmp_path) -> None:
     assert "curriculum=penalty_staged" in commands[0]
     assert "curriculum.penalty.threshold=10.0" in commands[0] and "seed=1" in commands[0]
     assert f"hydra.run.dir={tmp_path}/goal_cycle_expert_13x13_gated/seed_1" in commands[0]
+    # the preset's full scale before part 14's recipe became it: from scratch, 8M steps
+    assert "init_from=null" in commands[0] and "total_timesteps=8000000" in commands[0]
 
 
 def test_unknown_arms_and_bad_seeds_are_refused_before_anything_is_queued(tmp_path) -> None:
@@ -182,6 +184,26 @@ def test_parts_10_18_and_19_analyses_count_the_ruled_out_mistakes_of_both_seeds(
     assert term == ([] if part == "10" else want)  # the reward-prediction term's logs
     stages = [line.split("--threshold ")[1].split()[0] for line in lines if "--threshold" in line]
     assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
+
+
+def test_part_20_queues_the_4_tile_recipes_control_for_two_seeds(tmp_path) -> None:
+    done = run_results_shell("experts_runs", out=tmp_path, PART="20", DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
+    for command in commands:
+        assert "experiment=goal_cycle_expert_4tiles_fixed_penalty scale=small" in command
+        assert "curriculum" not in command and "total_timesteps" not in command
+
+
+def test_part_20_analysis_has_no_stages_to_find(tmp_path) -> None:
+    (tmp_path / "goal_cycle_expert_4tiles_warm_next_reward_fixed" / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="20", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert not [line for line in lines if "--threshold" in line]
+    (visits,) = [line for line in lines if "tile_visits.py" in line]
+    assert "--csv experiments/results/experts_part20_tile_memory.csv" in visits
 
 
 def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:
