@@ -22,7 +22,9 @@ beside parts 7 and 9; part 15 (``experts_part15_curves.png``) part 10 with 64-st
 chunks beside part 10; part 16 (``experts_part16_curves.png``) the 4-tile stage with an LSTM of
 256 units beside part 10's 128; part 17 (``experts_part17_curves.png``) the 4-tile stage with
 the learners seeing their cell and facing beside part 10; part 18 (``experts_part18_curves.png``)
-part 10 plus the reward-prediction loss beside part 10. The return panel
+part 10 plus the reward-prediction loss beside part 10; part 19 (``experts_part19_curves.png``)
+part 18 with a 6M-step budget beside part 18; part 20 (``experts_part20_curves.png``) part 18's
+control, penalty 1.5 from the first step, beside part 18. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -332,6 +334,36 @@ FIGURES = (
         },
         "4-tile experts started from a 3-tile expert, a reward-prediction loss, 7x7 / 100 steps",
         "experts_part18_curves.png",
+    ),
+    Figure(
+        "experts_part19",
+        {
+            "name=goal_cycle_expert_4tiles_warm_next_reward_6m,scale=small": four_tile_arm(
+                "4 tiles, reward-prediction loss, 6M steps (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm_next_reward,scale=small": Arm(
+                "the same with 3M steps (part 18, 3 seeds)",
+                policies=(),
+                prefix="experts_part18",
+            ),
+        },
+        "4-tile experts with the reward-prediction loss, a 6M-step budget, 7x7 / 100 steps",
+        "experts_part19_curves.png",
+    ),
+    Figure(
+        "experts_part20",
+        {
+            "name=goal_cycle_expert_4tiles_warm_next_reward_fixed,scale=small": four_tile_arm(
+                "control: penalty 1.5 from the first 4-tile step (2 seeds)"
+            ),
+            "name=goal_cycle_expert_4tiles_warm_next_reward,scale=small": Arm(
+                "the recipe: gated penalty stages (part 18, 3 seeds)",
+                policies=(),
+                prefix="experts_part18",
+            ),
+        },
+        "The 4-tile recipe and its control, 7x7 / 100 steps",
+        "experts_part20_curves.png",
     ),
 )
 

@@ -66,7 +66,8 @@ SCRATCH="experiment=goal_cycle_expert init_from=null total_timesteps=8000000"
 declare -A ARMS=(
   [recipe]="experiment=goal_cycle_expert scale=small"
   [control]="experiment=goal_cycle_expert_fixed_penalty scale=small"
-  [canonical]="$SCRATCH scale/recipe_penalty=full_linear"
+  [canonical]="$SCRATCH scale/recipe_penalty=small \
+'curriculum.penalty.points=[[0,0.0],[800000,0.0],[5300000,1.5]]'"
   [tiles4]="$TILES4"
   [tile_curriculum]="experiment=goal_cycle_expert scale=small \
 'curriculum.n_goals={mode: step, points: [[0, 3], [2000000, 4]]}' \
