@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "21", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "22", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 20 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 21 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -204,6 +204,14 @@ def test_part_20_analysis_has_no_stages_to_find(tmp_path) -> None:
     assert not [line for line in lines if "--threshold" in line]
     (visits,) = [line for line in lines if "tile_visits.py" in line]
     assert "--csv experiments/results/experts_part20_tile_memory.csv" in visits
+
+
+def test_part_21_runs_the_4_tile_preset_at_full_scale_as_it_composes(tmp_path) -> None:
+    done = run_results_shell("experts_runs", out=tmp_path, PART="21", DRY="1")
+    assert done.returncode == 0, done.stderr
+    (command,) = [line for line in done.stdout.splitlines() if "train.py" in line]
+    assert " experiment=goal_cycle_expert_4tiles name=goal_cycle_expert_4tiles_13x13 seed=1 " in command
+    assert "scale=" not in command and "curriculum" not in command
 
 
 def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:

@@ -24,7 +24,8 @@ chunks beside part 10; part 16 (``experts_part16_curves.png``) the 4-tile stage 
 the learners seeing their cell and facing beside part 10; part 18 (``experts_part18_curves.png``)
 part 10 plus the reward-prediction loss beside part 10; part 19 (``experts_part19_curves.png``)
 part 18 with a 6M-step budget beside part 18; part 20 (``experts_part20_curves.png``) part 18's
-control, penalty 1.5 from the first step, beside part 18. The return panel
+control, penalty 1.5 from the first step, beside part 18; part 21
+(``experts_part21_curves.png``) the 4-tile preset at full scale (13x13). The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -364,6 +365,19 @@ FIGURES = (
         },
         "The 4-tile recipe and its control, 7x7 / 100 steps",
         "experts_part20_curves.png",
+    ),
+    Figure(
+        "experts_part21",
+        {
+            "name=goal_cycle_expert_4tiles_13x13,scale=full": Arm(
+                "4 tiles on 13x13 from the 13x13 3-tile expert (the preset's full scale, seed 1)",
+                "goal_cycle_baselines_4tiles.csv",
+                ("13", "250", "4"),
+                ("discoverer", "reward_blind"),
+            ),
+        },
+        "The 4-tile recipe at full scale, 13x13 / 250 steps",
+        "experts_part21_curves.png",
     ),
 )
 

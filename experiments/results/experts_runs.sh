@@ -28,6 +28,7 @@
 #   PART=19 bash experiments/results/experts_runs.sh  # part 19: part 18 with a 6M-step budget
 #   PART=20 bash experiments/results/experts_runs.sh  # part 20: part 18's control, penalty 1.5
 #                                                     # from the first 4-tile step
+#   PART=21 bash experiments/results/experts_runs.sh  # part 21: the 4-tile preset at full scale
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -103,6 +104,7 @@ name=goal_cycle_expert_4tiles_warm_next_reward"
 name=goal_cycle_expert_4tiles_warm_next_reward_6m"
   [tiles4_warm_next_reward_fixed]="experiment=goal_cycle_expert_4tiles_fixed_penalty scale=small \
 name=goal_cycle_expert_4tiles_warm_next_reward_fixed"
+  [tiles4_canonical]="experiment=goal_cycle_expert_4tiles name=goal_cycle_expert_4tiles_13x13"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -128,6 +130,7 @@ declare -A DIRS=(
   [tiles4_warm_next_reward]=goal_cycle_expert_4tiles_warm_next_reward
   [tiles4_warm_next_reward_6m]=goal_cycle_expert_4tiles_warm_next_reward_6m
   [tiles4_warm_next_reward_fixed]=goal_cycle_expert_4tiles_warm_next_reward_fixed
+  [tiles4_canonical]=goal_cycle_expert_4tiles_13x13
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
@@ -135,7 +138,7 @@ declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=cano
   [tiles4_warm_6m]=tiles4_warm)
 # an arm started from the weights of another arm's finished run of the same seed (init_from=)
 declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256 [tiles4_warm_position]=recipe_position)
-[[ ${PART:-} =~ ^([1-9]|1[0-9]|20)?$ ]] || { echo "PART must be 1 to 20 (got '$PART')" >&2; exit 2; }
+[[ ${PART:-} =~ ^([1-9]|1[0-9]|2[01])?$ ]] || { echo "PART must be 1 to 21 (got '$PART')" >&2; exit 2; }
 
 chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has ended, else the start
   local second=$1 seed first
@@ -151,7 +154,9 @@ chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has 
 }
 
 DEFAULT=()
-if [[ ${PART:-1} == 20 ]]; then
+if [[ ${PART:-1} == 21 ]]; then
+  DEFAULT=(tiles4_canonical:1)
+elif [[ ${PART:-1} == 20 ]]; then
   DEFAULT=(tiles4_warm_next_reward_fixed:1 tiles4_warm_next_reward_fixed:2)
 elif [[ ${PART:-1} == 19 ]]; then
   DEFAULT=(tiles4_warm_next_reward_6m:1 tiles4_warm_next_reward_6m:2)
@@ -401,10 +406,17 @@ analyse_part20() {  # part 18's control: as part 18, without stages
   term_logs part20 tiles4_warm_next_reward_fixed
 }
 
+analyse_part21() {  # the 4-tile preset at full scale: as part 18
+  analyse_arms part21 tiles4_canonical
+  analyse_stages part21 tiles4_canonical 0.25 0.5 0.75 1.0 1.25 1.5
+  ruled_out part21 tiles4_canonical
+  term_logs part21 tiles4_canonical
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
