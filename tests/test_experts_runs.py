@@ -210,7 +210,8 @@ def test_part_21_runs_the_4_tile_preset_at_full_scale_as_it_composes(tmp_path) -
     done = run_results_shell("experts_runs", out=tmp_path, PART="21", DRY="1")
     assert done.returncode == 0, done.stderr
     (command,) = [line for line in done.stdout.splitlines() if "train.py" in line]
-    assert " experiment=goal_cycle_expert_4tiles name=goal_cycle_expert_4tiles_13x13 seed=1 " in command
+    preset = "experiment=goal_cycle_expert_4tiles name=goal_cycle_expert_4tiles_13x13 seed=1"
+    assert f" {preset} " in command
     assert "scale=" not in command and "curriculum" not in command
 
 
