@@ -490,28 +490,30 @@ def test_full_scale_recipe_starts_from_its_library_expert(preset, tmp_path):
     assert trainer.global_step == 32
 
 
-#: library experts made by the recipes: file -> (preset, scale, seed)
+#: library experts made by the recipes: file -> the overrides that made it
 RECIPE_EXPERTS = {
-    "goal_cycle_7x7_3agents_expert_seed0.pt": ("goal_cycle_expert", "small", 0),
-    "goal_cycle_7x7_3agents_expert_seed1.pt": ("goal_cycle_expert", "small", 1),
-    "goal_cycle_13x13_3agents_expert_seed1.pt": ("goal_cycle_expert", "full", 1),
-    "goal_cycle_7x7_4tiles_3agents_expert_seed2.pt": ("goal_cycle_expert_4tiles", "small", 2),
+    "goal_cycle_7x7_3agents_expert_seed0.pt": "experiment=goal_cycle_expert scale=small seed=0",
+    "goal_cycle_7x7_3agents_expert_seed1.pt": "experiment=goal_cycle_expert scale=small seed=1",
+    "goal_cycle_13x13_3agents_expert_seed1.pt": "experiment=goal_cycle_expert seed=1",
+    "goal_cycle_7x7_4tiles_3agents_expert_seed2.pt": "experiment=goal_cycle_expert_4tiles "
+    "scale=small seed=2",
+    "goal_cycle_7x7_4tiles_3agents_expert_6m_seed2.pt": "experiment=goal_cycle_expert_4tiles "
+    "scale=small seed=2 total_timesteps=6000000",
 }
 
 
 @pytest.mark.parametrize(("file", "made_by"), RECIPE_EXPERTS.items())
-def test_the_recipe_presets_are_what_trained_the_library_experts(file, made_by):
+def test_the_recipe_presets_are_what_trained_the_library_experts(file, made_by: str):
     """Each expert the recipes made (experiments/experts/README.md) was trained with exactly
     what its preset composes to today: task, learners, roles, batch, seed, curriculum (the
     identity a resume checks; learner settings added since the file read at their defaults)
     and budget."""
-    preset, scale, seed = made_by
-    cfg = _compose([f"experiment={preset}", f"scale={scale}", f"seed={seed}"])
+    cfg = _compose(made_by.split())
     path = ROOT / "experiments" / "experts" / file
     saved = load_checkpoint(path, identity(cfg), identity_defaults(cfg))  # raises on a mismatch
     assert cfg.total_timesteps == saved["total_timesteps"]
     with pytest.raises(CheckpointError, match="seed"):  # the check does tell seeds apart
-        load_checkpoint(path, identity(dataclasses.replace(cfg, seed=seed + 1)))
+        load_checkpoint(path, identity(dataclasses.replace(cfg, seed=cfg.seed + 1)))
 
 
 @pytest.mark.parametrize(
