@@ -186,11 +186,11 @@ def test_parts_10_18_and_19_analyses_count_the_ruled_out_mistakes_of_both_seeds(
     assert stages == ["0.25", "0.5", "0.75", "1.0", "1.25", "1.5"]
 
 
-def test_part_20_queues_the_4_tile_recipes_control_for_two_seeds(tmp_path) -> None:
+def test_part_20_queues_the_4_tile_recipes_control_for_three_seeds(tmp_path) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART="20", DRY="1")
     assert done.returncode == 0, done.stderr
     commands = [line for line in done.stdout.splitlines() if "train.py" in line]
-    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2"]
+    assert [c.split(" seed=")[1].split()[0] for c in commands] == ["1", "2", "3"]
     for command in commands:
         assert "experiment=goal_cycle_expert_4tiles_fixed_penalty scale=small" in command
         assert "curriculum" not in command and "total_timesteps" not in command

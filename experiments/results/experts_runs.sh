@@ -157,7 +157,8 @@ DEFAULT=()
 if [[ ${PART:-1} == 21 ]]; then
   DEFAULT=(tiles4_canonical:1)
 elif [[ ${PART:-1} == 20 ]]; then
-  DEFAULT=(tiles4_warm_next_reward_fixed:1 tiles4_warm_next_reward_fixed:2)
+  DEFAULT=(tiles4_warm_next_reward_fixed:1 tiles4_warm_next_reward_fixed:2
+           tiles4_warm_next_reward_fixed:3)  # seed 3 beside the reading (experts.md)
 elif [[ ${PART:-1} == 19 ]]; then
   DEFAULT=(tiles4_warm_next_reward_6m:1 tiles4_warm_next_reward_6m:2)
 elif [[ ${PART:-1} == 18 ]]; then
