@@ -70,7 +70,7 @@ RUN = {
 }
 #: the expert library files the recipes start from (experiments/experts/)
 EXPERT_7X7 = "experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
-EXPERT_13X13 = "experiments/experts/goal_cycle_13x13_3agents_expert_seed1.pt"
+EXPERT_7X7_4TILES = "experiments/experts/goal_cycle_7x7_4tiles_3agents_expert_6m_seed2.pt"
 STAGES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5]
 
 
@@ -143,7 +143,7 @@ EXPECTED = {
         run="recipe",
         penalty=(gated(10.0), gated(8.0)),
         extras=("reward", "action"),
-        init_from=(EXPERT_13X13, EXPERT_7X7),
+        init_from=(EXPERT_7X7_4TILES, EXPERT_7X7),
         n_goals=4,
         terms=("next_reward",),
     ),
@@ -152,7 +152,7 @@ EXPECTED = {
         SHARED,
         run="recipe",
         extras=("reward", "action"),
-        init_from=(EXPERT_13X13, EXPERT_7X7),
+        init_from=(EXPERT_7X7_4TILES, EXPERT_7X7),
         n_goals=4,
         terms=("next_reward",),
     ),

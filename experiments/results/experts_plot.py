@@ -25,7 +25,9 @@ the learners seeing their cell and facing beside part 10; part 18 (``experts_par
 part 10 plus the reward-prediction loss beside part 10; part 19 (``experts_part19_curves.png``)
 part 18 with a 6M-step budget beside part 18; part 20 (``experts_part20_curves.png``) part 18's
 control, penalty 1.5 from the first step, beside part 18; part 21
-(``experts_part21_curves.png``) the 4-tile preset at full scale (13x13). The return panel
+(``experts_part21_curves.png``) the 4-tile preset at full scale (13x13) from the 13x13 3-tile
+expert; part 22 (``experts_part22_curves.png``) the same from the 7x7 4-tile expert beside
+part 21. The return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -68,6 +70,13 @@ def four_tile_arm(label: str) -> Arm:
     """An arm on 7x7 / 100 steps with 4 tiles, with the 4-tile discoverer and cycler."""
     return Arm(
         label, "goal_cycle_baselines_4tiles.csv", ("7", "100", "4"), ("discoverer", "reward_blind")
+    )
+
+
+def canonical_four_tile_arm(label: str) -> Arm:
+    """An arm on 13x13 / 250 steps with 4 tiles, with the 4-tile discoverer and cycler there."""
+    return Arm(
+        label, "goal_cycle_baselines_4tiles.csv", ("13", "250", "4"), ("discoverer", "reward_blind")
     )
 
 
@@ -369,15 +378,27 @@ FIGURES = (
     Figure(
         "experts_part21",
         {
-            "name=goal_cycle_expert_4tiles_13x13,scale=full": Arm(
-                "4 tiles on 13x13 from the 13x13 3-tile expert (the preset's full scale, seed 1)",
-                "goal_cycle_baselines_4tiles.csv",
-                ("13", "250", "4"),
-                ("discoverer", "reward_blind"),
+            "name=goal_cycle_expert_4tiles_13x13,scale=full": canonical_four_tile_arm(
+                "4 tiles on 13x13 from the 13x13 3-tile expert (seed 1)"
             ),
         },
-        "The 4-tile recipe at full scale, 13x13 / 250 steps",
+        "The 4-tile recipe at full scale from a 3-tile expert, 13x13 / 250 steps",
         "experts_part21_curves.png",
+    ),
+    Figure(
+        "experts_part22",
+        {
+            "name=goal_cycle_expert_4tiles_13x13_from_7x7,scale=full": canonical_four_tile_arm(
+                "4 tiles on 13x13 from the 7x7 4-tile expert (seed 1)"
+            ),
+            "name=goal_cycle_expert_4tiles_13x13,scale=full": Arm(
+                "from the 13x13 3-tile expert (part 21, seed 1)",
+                policies=(),
+                prefix="experts_part21",
+            ),
+        },
+        "The 4-tile recipe at full scale from the small scale's 4-tile expert, 13x13 / 250 steps",
+        "experts_part22_curves.png",
     ),
 )
 
