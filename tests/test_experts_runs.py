@@ -43,6 +43,19 @@ def test_part_5_queues_the_gated_canonical_run(tmp_path) -> None:
     assert "init_from=null" in commands[0] and "total_timesteps=8000000" in commands[0]
 
 
+def test_part_2_keeps_the_first_full_scale_design(tmp_path) -> None:
+    """Part 2's 13x13 run: from scratch, 8M steps, the small anneal stretched (the preset's full
+    scale before part 14's recipe became it)."""
+    done = run_results_shell("experts_runs", "canonical:1", out=tmp_path, DRY="1")
+    assert done.returncode == 0, done.stderr
+    (command,) = [line for line in done.stdout.splitlines() if "train.py" in line]
+    for override in ("experiment=goal_cycle_expert ", "init_from=null", "total_timesteps=8000000",
+                     "scale/recipe_penalty=small",
+                     "curriculum.penalty.points=[[0,0.0],[800000,0.0],[5300000,1.5]]"):  # fmt: skip
+        assert override in command
+    assert "scale=small" not in command
+
+
 def test_unknown_arms_and_bad_seeds_are_refused_before_anything_is_queued(tmp_path) -> None:
     done = run_results_shell("experts_runs", "recipe:1", "nothing:1", out=tmp_path, DRY="1")
     assert done.returncode == 2 and "unknown arm 'nothing'" in done.stderr
@@ -102,6 +115,10 @@ def test_part_7_trains_a_copy_of_part_5s_run_on_to_16m_steps(tmp_path) -> None:
     for override in ("total_timesteps=16000000", "extend=true", "curriculum.penalty.threshold=10.0",
                      f"hydra.run.dir={part7}"):  # fmt: skip
         assert override in commands[0]
+    # the scratch design's 8M comes first; Hydra keeps the last value, the 16M
+    assert commands[0].index("total_timesteps=8000000") < commands[0].index(
+        "total_timesteps=16000000"
+    )
     # for real (PY=true: the "training" does nothing): the copy is made once
     done = run_results_shell("experts_runs", out=tmp_path, PART="7", PY="true")
     assert done.returncode == 0, done.stderr

@@ -334,7 +334,7 @@ FIGURES = (
         "experts_part18",
         {
             "name=goal_cycle_expert_4tiles_warm_next_reward,scale=small": four_tile_arm(
-                "4 tiles from the 3-tile expert, reward-prediction loss (2 seeds)"
+                "4 tiles from the 3-tile expert, reward-prediction loss (3 seeds)"
             ),
             "name=goal_cycle_expert_4tiles_warm,scale=small": Arm(
                 "the same start without the loss (part 10, 2 seeds)",
@@ -364,7 +364,7 @@ FIGURES = (
         "experts_part20",
         {
             "name=goal_cycle_expert_4tiles_warm_next_reward_fixed,scale=small": four_tile_arm(
-                "control: penalty 1.5 from the first 4-tile step (2 seeds)"
+                "control: penalty 1.5 from the first 4-tile step (3 seeds)"
             ),
             "name=goal_cycle_expert_4tiles_warm_next_reward,scale=small": Arm(
                 "the recipe: gated penalty stages (part 18, 3 seeds)",
