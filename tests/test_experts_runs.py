@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "23", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "24", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 22 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 23 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -228,9 +228,12 @@ def test_part_20_analysis_has_no_stages_to_find(tmp_path) -> None:
     [
         ("21", "init_from=experiments/experts/goal_cycle_13x13_3agents_expert_seed1.pt ", "13x13"),
         ("22", "", "13x13_from_7x7"),  # the preset's own start
+        ("23", "agent=ppo_lstm_expert ", "13x13_from_7x7_no_loss"),  # part 22 without the term
     ],
 )
-def test_parts_21_and_22_run_the_4_tile_preset_at_full_scale(tmp_path, part, start, name) -> None:
+def test_parts_21_22_and_23_run_the_4_tile_preset_at_full_scale(
+    tmp_path, part, start, name
+) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1")
     assert done.returncode == 0, done.stderr
     (command,) = [line for line in done.stdout.splitlines() if "train.py" in line]

@@ -31,6 +31,7 @@
 #   PART=21 bash experiments/results/experts_runs.sh  # part 21: the 4-tile preset at full scale,
 #                                                     # started from the 13x13 3-tile expert
 #   PART=22 bash experiments/results/experts_runs.sh  # part 22: the same from the 7x7 4-tile expert
+#   PART=23 bash experiments/results/experts_runs.sh  # part 23: part 22 without the reward loss
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -110,6 +111,8 @@ name=goal_cycle_expert_4tiles_warm_next_reward_fixed"
 init_from=experiments/experts/goal_cycle_13x13_3agents_expert_seed1.pt name=goal_cycle_expert_4tiles_13x13"
   [tiles4_canonical_from_7x7]="experiment=goal_cycle_expert_4tiles \
 name=goal_cycle_expert_4tiles_13x13_from_7x7"
+  [tiles4_canonical_from_7x7_no_loss]="experiment=goal_cycle_expert_4tiles agent=ppo_lstm_expert \
+name=goal_cycle_expert_4tiles_13x13_from_7x7_no_loss"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -137,6 +140,7 @@ declare -A DIRS=(
   [tiles4_warm_next_reward_fixed]=goal_cycle_expert_4tiles_warm_next_reward_fixed
   [tiles4_canonical]=goal_cycle_expert_4tiles_13x13
   [tiles4_canonical_from_7x7]=goal_cycle_expert_4tiles_13x13_from_7x7
+  [tiles4_canonical_from_7x7_no_loss]=goal_cycle_expert_4tiles_13x13_from_7x7_no_loss
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
@@ -144,7 +148,7 @@ declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=cano
   [tiles4_warm_6m]=tiles4_warm)
 # an arm started from the weights of another arm's finished run of the same seed (init_from=)
 declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256 [tiles4_warm_position]=recipe_position)
-[[ ${PART:-} =~ ^([1-9]|1[0-9]|2[0-2])?$ ]] || { echo "PART must be 1 to 22 (got '$PART')" >&2; exit 2; }
+[[ ${PART:-} =~ ^([1-9]|1[0-9]|2[0-3])?$ ]] || { echo "PART must be 1 to 23 (got '$PART')" >&2; exit 2; }
 
 chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has ended, else the start
   local second=$1 seed first
@@ -160,7 +164,9 @@ chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has 
 }
 
 DEFAULT=()
-if [[ ${PART:-1} == 22 ]]; then
+if [[ ${PART:-1} == 23 ]]; then
+  DEFAULT=(tiles4_canonical_from_7x7_no_loss:1)
+elif [[ ${PART:-1} == 22 ]]; then
   DEFAULT=(tiles4_canonical_from_7x7:1)
 elif [[ ${PART:-1} == 21 ]]; then
   DEFAULT=(tiles4_canonical:1)
@@ -429,10 +435,15 @@ analyse_part22() {  # the 4-tile full scale from the 7x7 4-tile expert: as part 
   term_logs part22 tiles4_canonical_from_7x7
 }
 
+analyse_part23() {  # part 22 without the loss: evaluation, curves, stages (no term logs)
+  analyse_arms part23 tiles4_canonical_from_7x7_no_loss
+  analyse_stages part23 tiles4_canonical_from_7x7_no_loss 0.25 0.5 0.75 1.0 1.25 1.5
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }
