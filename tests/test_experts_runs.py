@@ -221,6 +221,10 @@ def test_part_20_analysis_has_no_stages_to_find(tmp_path) -> None:
     assert not [line for line in lines if "--threshold" in line]
     (visits,) = [line for line in lines if "tile_visits.py" in line]
     assert "--csv experiments/results/experts_part20_tile_memory.csv" in visits
+    drawn = [line.split("--metric ")[1].split()[0] for line in lines if "--metric " in line]
+    # the control has no curriculum, so no curriculum/penalty curve (aggregate.py refuses it)
+    assert drawn[:3] == ["episodic_return", "social/rewards", "social/penalties"]
+    assert "curriculum/penalty" not in drawn
 
 
 @pytest.mark.parametrize(

@@ -438,10 +438,11 @@ def plot(results: Path, figure: Figure, out: Path) -> Path:
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     for ax, (stem, title) in zip(axes.flat, PANELS.items(), strict=True):
+        colours = {condition: f"C{i}" for i, condition in enumerate(figure.arms)}
         for condition, curve in arm_curves(results, figure, stem).items():
-            arm = figure.arms[condition]
+            arm = figure.arms[condition]  # an arm keeps its colour where another has no curve
             band = curve.bands
-            (line,) = ax.plot(curve.grid, band.mean, label=arm.label)
+            (line,) = ax.plot(curve.grid, band.mean, label=arm.label, color=colours[condition])
             ax.fill_between(
                 curve.grid, band.mean_low, band.mean_high, color=line.get_color(), alpha=0.2
             )

@@ -228,14 +228,16 @@ existing() {  # existing ARM...: the run directories of these arms that exist
 }
 
 analyse_arms() {  # analyse_arms PART ARM...: the evaluation and curves of these arms' runs
+  # (CURVES: the metrics drawn; an arm without a curriculum logs no curriculum/penalty)
   local part=$1 eval=(--episodes 200 --seed 777 --rule penalty=1.5) runs dirs metric stem
+  local curves=${CURVES:-episodic_return social/rewards social/penalties curriculum/penalty}
   shift
   mapfile -t runs < <(existing "$@")
   [[ ${#runs[@]} -gt 0 ]] || return 0
   OMP_NUM_THREADS=1 $PY $RESULTS/experts_eval.py "${runs[@]}" "${eval[@]}" \
     --csv "$RESULTS/experts_eval_$part.csv"
   mapfile -t dirs < <(folders "$@")
-  for metric in episodic_return social/rewards social/penalties curriculum/penalty; do
+  for metric in $curves; do
     stem=${metric##*/}
     OMP_NUM_THREADS=1 $PY experiments/aggregate.py "${dirs[@]}" --group-by name,scale \
       --metric "$metric" --last 20 --smooth 5 --include-unfinished \
@@ -415,8 +417,9 @@ analyse_part19() {  # part 18 with a 6M-step budget: as part 18
   term_logs part19 tiles4_warm_next_reward_6m
 }
 
-analyse_part20() {  # part 18's control: as part 18, without stages
-  analyse_arms part20 tiles4_warm_next_reward_fixed
+analyse_part20() {  # part 18's control: as part 18, without stages or a curriculum to draw
+  CURVES="episodic_return social/rewards social/penalties" analyse_arms part20 \
+    tiles4_warm_next_reward_fixed
   ruled_out part20 tiles4_warm_next_reward_fixed
   term_logs part20 tiles4_warm_next_reward_fixed
 }
