@@ -248,6 +248,20 @@ def test_parts_21_22_and_23_run_the_4_tile_preset_at_full_scale(
     assert "scale=" not in command and "curriculum" not in command
 
 
+def test_part_23_reads_both_runs_over_the_same_step_window(tmp_path) -> None:
+    arms = (
+        "goal_cycle_expert_4tiles_13x13_from_7x7",
+        "goal_cycle_expert_4tiles_13x13_from_7x7_no_loss",
+    )
+    for arm in arms:
+        (tmp_path / arm / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="23", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    (window,) = [line for line in done.stdout.splitlines() if "step_window.py" in line]
+    assert all(f"{tmp_path}/{arm}/seed_1 " in window for arm in arms)
+    assert "--start 1000000 --end 1500000" in window and "experts_part23_window.csv" in window
+
+
 def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:
     part9 = tmp_path / "goal_cycle_expert_13x13_warm_8m" / "seed_1"
     (part9 / "checkpoints").mkdir(parents=True)

@@ -438,7 +438,13 @@ analyse_part22() {  # the 4-tile full scale from the 7x7 4-tile expert: as part 
   term_logs part22 tiles4_canonical_from_7x7
 }
 
-analyse_part23() {  # part 22 without the loss: evaluation, curves, stages (no term logs)
+analyse_part23() {  # part 22 without the loss: its reading (both runs' means from 1M to
+  # 1.5M steps), then evaluation, curves and stages (no term logs)
+  local runs
+  mapfile -t runs < <(existing tiles4_canonical_from_7x7 tiles4_canonical_from_7x7_no_loss)
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  $PY $RESULTS/step_window.py "${runs[@]}" --start 1000000 --end 1500000 \
+    --csv "$RESULTS/experts_part23_window.csv"
   analyse_arms part23 tiles4_canonical_from_7x7_no_loss
   analyse_stages part23 tiles4_canonical_from_7x7_no_loss 0.25 0.5 0.75 1.0 1.25 1.5
 }
