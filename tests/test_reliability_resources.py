@@ -197,6 +197,25 @@ def test_drqn_max_sequences_past_the_buffer_and_batches_past_them_are_refused():
     DRQNConfig(max_sequences=64, batch_size=64).validate("agent")
 
 
+_FIRST_MEASURE = """
+from marlgrid.agents.training.resources import _measure_env_bytes
+from marlgrid.agents.training.trainer import EnvConfig
+env = EnvConfig(id="MarlGrid-GoalCycle-13x13-3Agents-v0",
+                settings={"agent": {"extras": ["reward", "action"]}})
+print(_measure_env_bytes(env), _measure_env_bytes(env))
+"""
+
+
+def test_an_env_measured_first_in_a_process_counts_its_bytes():
+    """The first build of a process also allocates what later builds share; the measure must
+    not subtract that from the envs (it once gave 0 bytes per env in a fresh process)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_MEASURE], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
+    first, again = map(float, out)
+    assert first > 1000 and abs(first - again) < 0.2 * again
+
+
 # -- the limit ---------------------------------------------------------------------------------
 
 
