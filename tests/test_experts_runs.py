@@ -14,10 +14,10 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 @pytest.mark.parametrize("mode", [{}, {"ANALYSE": "1"}])
-@pytest.mark.parametrize("part", ["0", "x", "24", "100"])
+@pytest.mark.parametrize("part", ["0", "x", "25", "100"])
 def test_unknown_parts_are_refused_before_anything_runs(tmp_path, part, mode) -> None:
     done = run_results_shell("experts_runs", out=tmp_path, PART=part, DRY="1", **mode)
-    assert done.returncode == 2 and f"PART must be 1 to 23 (got '{part}')" in done.stderr
+    assert done.returncode == 2 and f"PART must be 1 to 24 (got '{part}')" in done.stderr
     assert not any(tmp_path.iterdir())
 
 
@@ -260,6 +260,35 @@ def test_part_23_reads_both_runs_over_the_same_step_window(tmp_path) -> None:
     (window,) = [line for line in done.stdout.splitlines() if "step_window.py" in line]
     assert all(f"{tmp_path}/{arm}/seed_1 " in window for arm in arms)
     assert "--start 1000000 --end 1500000" in window and "experts_part23_window.csv" in window
+
+
+def test_part_24_runs_part_23_with_stages_of_0_05_and_with_the_gate_at_18(tmp_path) -> None:
+    done = run_results_shell("experts_runs", out=tmp_path, PART="24", DRY="1")
+    assert done.returncode == 0, done.stderr
+    fine, gate18 = [line for line in done.stdout.splitlines() if "train.py" in line]
+    part23 = "experiment=goal_cycle_expert_4tiles agent=ppo_lstm_expert "
+    stages = ",".join(f"{0.05 * i:.2f}" for i in range(31))  # 0.00, 0.05, ..., 1.50
+    assert f" {part23}'curriculum.penalty.values=[{stages}]' " in fine
+    assert "threshold" not in fine and "_fine seed=1 " in fine
+    assert f" {part23}curriculum.penalty.threshold=18.0 " in gate18 and "values" not in gate18
+    assert "_gate18 seed=1 " in gate18
+
+
+def test_part_24_reads_each_runs_onset_and_its_last_500k_steps(tmp_path) -> None:
+    arms = ("goal_cycle_expert_4tiles_13x13_fine", "goal_cycle_expert_4tiles_13x13_gate18")
+    for arm in arms:
+        (tmp_path / arm / "seed_1").mkdir(parents=True)
+    done = run_results_shell("experts_runs", out=tmp_path, PART="24", ANALYSE="1", PY="echo")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (window,) = [line for line in lines if "step_window.py" in line]
+    assert all(f"{tmp_path}/{arm}/seed_1 " in window for arm in arms)
+    assert "--last 500000" in window and "experts_part24_window.csv" in window
+    onsets = [line for line in lines if "--threshold 1.5 --below --smooth 10" in line]
+    assert [o.split("--out ")[1].rsplit("/", 1)[1] for o in onsets] == [
+        "experts_part24_fine_play_safe",
+        "experts_part24_gate18_play_safe",
+    ]
 
 
 def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:

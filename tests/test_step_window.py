@@ -50,3 +50,22 @@ def test_the_csv_has_one_row_per_run(tmp_path):
     assert [(r["logged"], r["episodic_return"], r["penalty"]) for r in rows] == [
         ("1", "1.0", "0.25")
     ]
+
+
+def test_last_takes_each_runs_own_window_and_is_not_mixed_with_start(tmp_path, capsys):
+    run = _run(tmp_path, ["1000,1.0,2.0,4.0,0.25", "2000,3.0,4.0,4.0,0.25", "3000,8.0,8.0,0.0,0.5"])
+    out = tmp_path / "w.csv"
+    main([str(run), "--last", "1000", "--csv", str(out)])
+    with out.open(newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["start"], row["end"], row["logged"], row["episodic_return"]) == (
+        "2000",
+        "3000",
+        "2",
+        "5.5",
+    )
+    for bad in (["--last", "10", "--start", "0", "--end", "5"], ["--start", "0"], []):
+        with pytest.raises(SystemExit):
+            main([str(run), *bad, "--csv", str(tmp_path / "x.csv")])
+        assert "give either --start and --end, or --last" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()

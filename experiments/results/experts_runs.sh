@@ -32,6 +32,8 @@
 #                                                     # started from the 13x13 3-tile expert
 #   PART=22 bash experiments/results/experts_runs.sh  # part 22: the same from the 7x7 4-tile expert
 #   PART=23 bash experiments/results/experts_runs.sh  # part 23: part 22 without the reward loss
+#   PART=24 bash experiments/results/experts_runs.sh  # part 24: part 23 with stages of 0.05, and
+#                                                     # with the gate at 18
 #   DRY=1 bash experiments/results/experts_runs.sh            # print the commands only
 #   ANALYSE=1 bash experiments/results/experts_runs.sh        # no training: evaluate, aggregate and
 #                                                             # plot each part whose runs are here
@@ -55,6 +57,8 @@ COMMON="torch_threads=1 video=false logger.progress=false"
 STAGES="curriculum=penalty_staged curriculum.penalty.points=null \
 'curriculum.penalty.values=[0.0,0.25,0.5,0.75,1.0,1.25,1.5]'"
 TILES4="experiment=goal_cycle_expert scale=small env.settings.n_goals=4"  # 4 tiles on 7x7
+# part 24's small steps: the penalty in stages of 0.05 from 0 to 1.5
+FINE=$(LC_ALL=C seq -s, 0 0.05 1.5)
 # part 3's design: 4 tiles, the penalty raised a stage once the training return holds >= 8
 GATED="$TILES4 $STAGES curriculum.penalty.threshold=8.0"
 # parts 8, 9 and 14: 13x13 with part 5's gate, started from the 7x7 library expert's weights
@@ -113,6 +117,10 @@ init_from=experiments/experts/goal_cycle_13x13_3agents_expert_seed1.pt name=goal
 name=goal_cycle_expert_4tiles_13x13_from_7x7"
   [tiles4_canonical_from_7x7_no_loss]="experiment=goal_cycle_expert_4tiles agent=ppo_lstm_expert \
 name=goal_cycle_expert_4tiles_13x13_from_7x7_no_loss"
+  [tiles4_canonical_fine]="experiment=goal_cycle_expert_4tiles agent=ppo_lstm_expert \
+'curriculum.penalty.values=[$FINE]' name=goal_cycle_expert_4tiles_13x13_fine"
+  [tiles4_canonical_gate18]="experiment=goal_cycle_expert_4tiles agent=ppo_lstm_expert \
+curriculum.penalty.threshold=18.0 name=goal_cycle_expert_4tiles_13x13_gate18"
   [novice_trained]="experiment=novice_with_experts roles=novice_with_trained_experts \
 agent=ppo_lstm_expert scale=small 'env.settings.agent.extras=[reward,action]' total_timesteps=1500000 \
 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"' \
@@ -141,6 +149,8 @@ declare -A DIRS=(
   [tiles4_canonical]=goal_cycle_expert_4tiles_13x13
   [tiles4_canonical_from_7x7]=goal_cycle_expert_4tiles_13x13_from_7x7
   [tiles4_canonical_from_7x7_no_loss]=goal_cycle_expert_4tiles_13x13_from_7x7_no_loss
+  [tiles4_canonical_fine]=goal_cycle_expert_4tiles_13x13_fine
+  [tiles4_canonical_gate18]=goal_cycle_expert_4tiles_13x13_gate18
   [novice_trained]=novice_with_trained_experts [novice_oracles]=novice_with_oracles
 )
 # an arm that trains on from a copy of another arm's run of the same seed (extend=true)
@@ -148,7 +158,7 @@ declare -A FROM=([canonical_gated_16m]=canonical_gated [canonical_warm_16m]=cano
   [tiles4_warm_6m]=tiles4_warm)
 # an arm started from the weights of another arm's finished run of the same seed (init_from=)
 declare -A AFTER=([tiles4_warm_lstm256]=recipe_lstm256 [tiles4_warm_position]=recipe_position)
-[[ ${PART:-} =~ ^([1-9]|1[0-9]|2[0-3])?$ ]] || { echo "PART must be 1 to 23 (got '$PART')" >&2; exit 2; }
+[[ ${PART:-} =~ ^([1-9]|1[0-9]|2[0-4])?$ ]] || { echo "PART must be 1 to 24 (got '$PART')" >&2; exit 2; }
 
 chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has ended, else the start
   local second=$1 seed first
@@ -164,7 +174,9 @@ chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has 
 }
 
 DEFAULT=()
-if [[ ${PART:-1} == 23 ]]; then
+if [[ ${PART:-1} == 24 ]]; then
+  DEFAULT=(tiles4_canonical_fine:1 tiles4_canonical_gate18:1)
+elif [[ ${PART:-1} == 23 ]]; then
   DEFAULT=(tiles4_canonical_from_7x7_no_loss:1)
 elif [[ ${PART:-1} == 22 ]]; then
   DEFAULT=(tiles4_canonical_from_7x7:1)
@@ -449,10 +461,30 @@ analyse_part23() {  # part 22 without the loss: its reading (both runs' means fr
   analyse_stages part23 tiles4_canonical_from_7x7_no_loss 0.25 0.5 0.75 1.0 1.25 1.5
 }
 
+analyse_part24() {  # two schedules for the 4-tile full scale: each run's play-safe onset, its
+  # means over the last 500k steps it logged, then evaluation, curves, stages, ruled-out mistakes
+  local runs arm
+  mapfile -t runs < <(existing tiles4_canonical_fine tiles4_canonical_gate18)
+  [[ ${#runs[@]} -gt 0 ]] || return 0
+  for arm in tiles4_canonical_fine tiles4_canonical_gate18; do
+    [[ -d $OUT/${DIRS[$arm]} ]] || continue
+    OMP_NUM_THREADS=1 $PY experiments/aggregate.py "$OUT/${DIRS[$arm]}" --group-by name \
+      --metric episodic_return --threshold 1.5 --below --smooth 10 --include-unfinished \
+      --out "$RESULTS/experts_part24_${arm#tiles4_canonical_}_play_safe"
+    rm -f "$RESULTS/experts_part24_${arm#tiles4_canonical_}_play_safe".{md,png} \
+      "$RESULTS/experts_part24_${arm#tiles4_canonical_}_play_safe_curves.csv"
+  done
+  $PY $RESULTS/step_window.py "${runs[@]}" --last 500000 --csv "$RESULTS/experts_part24_window.csv"
+  analyse_arms part24 tiles4_canonical_fine tiles4_canonical_gate18
+  analyse_stages part24 tiles4_canonical_gate18 0.25 0.5 0.75 1.0 1.25 1.5
+  analyse_stages part24 tiles4_canonical_fine 0.25 0.5 0.75 1.0 1.25 1.5
+  ruled_out part24 tiles4_canonical_fine tiles4_canonical_gate18
+}
+
 analyse() {  # analyse [PART]: that part's evaluation and curves (every part's without one),
   # then the derived tables and the figure
   local part
-  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23}; do "analyse_part$part"; done
+  for part in ${1:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24}; do "analyse_part$part"; done
   $PY $RESULTS/derived_tables.py  # experts_eval_t.csv
   $PY $RESULTS/experts_plot.py
 }

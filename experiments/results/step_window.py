@@ -2,6 +2,10 @@
 
     python experiments/results/step_window.py runs/experts/<arm>/seed_1 ... \
         --start 1000000 --end 1500000 --csv experiments/results/experts_part23_window.csv
+    python experiments/results/step_window.py runs/experts/<arm>/seed_1 ... \
+        --last 500000 --csv experiments/results/experts_part24_window.csv
+
+(``--last N``: each run's own window, its last ``N`` env steps up to the last step it logged.)
 
 One row per run: the logged rows with ``start <= step <= end`` whose training return is a
 number (an update where no episode ended logs none), their count, and the mean of the
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from marlgrid.analysis.curves import read_metrics
 from marlgrid.analysis.report import write_csv
+from marlgrid.analysis.runs import last_step
 
 COLUMNS = {
     "charts/episodic_return": "episodic_return",
@@ -43,13 +48,28 @@ def window_means(run: Path, start: int, end: int) -> list[object]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+")
-    parser.add_argument("--start", type=int, required=True, help="first env step of the window")
-    parser.add_argument("--end", type=int, required=True, help="last env step of the window")
+    parser.add_argument("--start", type=int, help="first env step of the window")
+    parser.add_argument("--end", type=int, help="last env step of the window")
+    parser.add_argument("--last", type=int, help="instead: each run's last N env steps logged")
     parser.add_argument("--csv", type=Path, required=True)
     args = parser.parse_args(argv)
-    if args.end < args.start:
+    fixed = args.start is not None and args.end is not None
+    if fixed == (args.last is not None) or (args.start is None) != (args.end is None):
+        parser.error("give either --start and --end, or --last")
+    if fixed and args.end < args.start:
         parser.error(f"--end ({args.end}) must not be before --start ({args.start})")
-    rows = [window_means(run, args.start, args.end) for run in args.runs]
+    if args.last is not None and args.last < 0:
+        parser.error(f"--last must be >= 0, got {args.last}")
+    rows = []
+    for run in args.runs:
+        if fixed:
+            start, end = args.start, args.end
+        else:
+            end = last_step(run / "metrics.csv")
+            if end is None:
+                raise SystemExit(f"{run}: metrics.csv has no rows")
+            start = end - args.last
+        rows.append(window_means(run, start, end))
     print(f"wrote {write_csv(args.csv, HEADER, rows)} ({len(rows)} rows)")
 
 
