@@ -289,6 +289,8 @@ def test_part_24_reads_each_runs_onset_and_its_last_500k_steps(tmp_path) -> None
         "experts_part24_fine_play_safe",
         "experts_part24_gate18_play_safe",
     ]
+    stages = {o.split("--out ")[1].rsplit("/", 1)[1] for o in lines if "--threshold 1.5 " in o}
+    assert {"experts_part24_gate18_stage_1.5", "experts_part24_fine_stage_1.5"} <= stages
 
 
 def test_part_11_trains_a_copy_of_part_9s_run_on_to_16m_steps(tmp_path) -> None:

@@ -27,7 +27,8 @@ part 18 with a 6M-step budget beside part 18; part 20 (``experts_part20_curves.p
 control, penalty 1.5 from the first step, beside part 18; part 21
 (``experts_part21_curves.png``) the 4-tile preset at full scale (13x13) from the 13x13 3-tile
 expert; part 22 (``experts_part22_curves.png``) the same from the 7x7 4-tile expert beside
-part 21. The return panel
+part 21; part 24 (``experts_part24_curves.png``) two schedules for it without the loss. The
+return panel
 carries the scripted baselines of each arm's setup (every agent scripted, penalty 1.5).
 """
 
@@ -399,6 +400,19 @@ FIGURES = (
         },
         "The 4-tile recipe at full scale from the small scale's 4-tile expert, 13x13 / 250 steps",
         "experts_part22_curves.png",
+    ),
+    Figure(
+        "experts_part24",
+        {
+            "name=goal_cycle_expert_4tiles_13x13_fine": canonical_four_tile_arm(
+                "penalty stages of 0.05, gate 10 (seed 1)"
+            ),
+            "name=goal_cycle_expert_4tiles_13x13_gate18": Arm(
+                "penalty stages of 0.25, gate 18 (seed 1)", policies=()
+            ),
+        },
+        "Two schedules for the 4-tile full scale, no reward-prediction loss, 13x13 / 250 steps",
+        "experts_part24_curves.png",
     ),
 )
 

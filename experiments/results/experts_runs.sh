@@ -476,8 +476,8 @@ analyse_part24() {  # two schedules for the 4-tile full scale: each run's play-s
   done
   $PY $RESULTS/step_window.py "${runs[@]}" --last 500000 --csv "$RESULTS/experts_part24_window.csv"
   analyse_arms part24 tiles4_canonical_fine tiles4_canonical_gate18
-  analyse_stages part24 tiles4_canonical_gate18 0.25 0.5 0.75 1.0 1.25 1.5
-  analyse_stages part24 tiles4_canonical_fine 0.25 0.5 0.75 1.0 1.25 1.5
+  analyse_stages part24_gate18 tiles4_canonical_gate18 0.25 0.5 0.75 1.0 1.25 1.5
+  analyse_stages part24_fine tiles4_canonical_fine 0.25 0.5 0.75 1.0 1.25 1.5
   ruled_out part24 tiles4_canonical_fine tiles4_canonical_gate18
 }
 
