@@ -174,58 +174,41 @@ chain() {  # chain STAGE2 SEED...: per seed, STAGE2 where its start (AFTER) has 
 }
 
 DEFAULT=()
-if [[ ${PART:-1} == 24 ]]; then
-  DEFAULT=(tiles4_canonical_fine:1 tiles4_canonical_gate18:1)
-elif [[ ${PART:-1} == 23 ]]; then
-  DEFAULT=(tiles4_canonical_from_7x7_no_loss:1)
-elif [[ ${PART:-1} == 22 ]]; then
-  DEFAULT=(tiles4_canonical_from_7x7:1)
-elif [[ ${PART:-1} == 21 ]]; then
-  DEFAULT=(tiles4_canonical:1)
-elif [[ ${PART:-1} == 20 ]]; then
-  DEFAULT=(tiles4_warm_next_reward_fixed:1 tiles4_warm_next_reward_fixed:2
-           tiles4_warm_next_reward_fixed:3)  # seed 3 beside the reading (experts.md)
-elif [[ ${PART:-1} == 19 ]]; then
-  DEFAULT=(tiles4_warm_next_reward_6m:1 tiles4_warm_next_reward_6m:2)
-elif [[ ${PART:-1} == 18 ]]; then
-  DEFAULT=(tiles4_warm_next_reward:1 tiles4_warm_next_reward:2)
-elif [[ ${PART:-1} == 17 ]]; then  # each seed's 4-tile stage once its 3-tile stage has ended
-  chain tiles4_warm_position 1 2
-elif [[ ${PART:-1} == 16 ]]; then
-  chain tiles4_warm_lstm256 1 2
-elif [[ ${PART:-1} == 15 ]]; then
-  DEFAULT=(tiles4_warm_chunk64:1 tiles4_warm_chunk64:2)
-elif [[ ${PART:-1} == 14 ]]; then
-  DEFAULT=(canonical_warm_long:1)
-elif [[ ${PART:-1} == 13 ]]; then
-  DEFAULT=(tiles4_warm_long:1 tiles4_warm_long:2)
-elif [[ ${PART:-1} == 12 ]]; then
-  DEFAULT=(tiles4_warm_6m:1 tiles4_warm_6m:2)
-elif [[ ${PART:-1} == 11 ]]; then
-  DEFAULT=(canonical_warm_16m:1)
-elif [[ ${PART:-1} == 10 ]]; then
-  DEFAULT=(tiles4_warm:1 tiles4_warm:2)
-elif [[ ${PART:-1} == 9 ]]; then
-  DEFAULT=(canonical_warm_8m:1)
-elif [[ ${PART:-1} == 8 ]]; then
-  DEFAULT=(canonical_warm:1)
-elif [[ ${PART:-1} == 7 ]]; then
-  DEFAULT=(canonical_gated_16m:1)
-elif [[ ${PART:-1} == 6 ]]; then
-  DEFAULT=(tiles4_gate5:1)  # seed 2 only if seed 1 passes (experts.md, part 6)
-elif [[ ${PART:-1} == 5 ]]; then
-  DEFAULT=(canonical_gated:1)
-elif [[ ${PART:-1} == 4 ]]; then
-  DEFAULT=(tiles4_gated_chunk64:1 tiles4_gated_gtrxl:1)
-elif [[ ${PART:-1} == 3 ]]; then
-  DEFAULT=(tiles4_gated:1 tiles4_gated:2)
-elif [[ ${PART:-1} == 2 ]]; then
-  # (2026-12-05: after 4-tile seed 1, the tile-curriculum probe ran instead of 4-tile seed 2)
-  DEFAULT=(canonical:1 tiles4:1 tile_curriculum:1 novice_trained:1 novice_oracles:1)
-else  # the plan's order: recipe seeds first, controls after
-  DEFAULT=(recipe:1 recipe:2 recipe:3 control:1 recipe:4 control:2 recipe:5 control:3 control:4
-           control:5)  # fmt: skip
-fi
+case ${PART:-1} in
+  24) DEFAULT=(tiles4_canonical_fine:1 tiles4_canonical_gate18:1) ;;
+  23) DEFAULT=(tiles4_canonical_from_7x7_no_loss:1) ;;
+  22) DEFAULT=(tiles4_canonical_from_7x7:1) ;;
+  21) DEFAULT=(tiles4_canonical:1) ;;
+  20)
+    DEFAULT=(tiles4_warm_next_reward_fixed:1 tiles4_warm_next_reward_fixed:2
+             tiles4_warm_next_reward_fixed:3)  # seed 3 beside the reading (experts.md)
+    ;;
+  19) DEFAULT=(tiles4_warm_next_reward_6m:1 tiles4_warm_next_reward_6m:2) ;;
+  18) DEFAULT=(tiles4_warm_next_reward:1 tiles4_warm_next_reward:2) ;;
+  17) chain tiles4_warm_position 1 2 ;;  # each seed's 4-tile stage once its 3-tile stage has ended
+  16) chain tiles4_warm_lstm256 1 2 ;;
+  15) DEFAULT=(tiles4_warm_chunk64:1 tiles4_warm_chunk64:2) ;;
+  14) DEFAULT=(canonical_warm_long:1) ;;
+  13) DEFAULT=(tiles4_warm_long:1 tiles4_warm_long:2) ;;
+  12) DEFAULT=(tiles4_warm_6m:1 tiles4_warm_6m:2) ;;
+  11) DEFAULT=(canonical_warm_16m:1) ;;
+  10) DEFAULT=(tiles4_warm:1 tiles4_warm:2) ;;
+  9) DEFAULT=(canonical_warm_8m:1) ;;
+  8) DEFAULT=(canonical_warm:1) ;;
+  7) DEFAULT=(canonical_gated_16m:1) ;;
+  6) DEFAULT=(tiles4_gate5:1) ;;  # seed 2 only if seed 1 passes (experts.md, part 6)
+  5) DEFAULT=(canonical_gated:1) ;;
+  4) DEFAULT=(tiles4_gated_chunk64:1 tiles4_gated_gtrxl:1) ;;
+  3) DEFAULT=(tiles4_gated:1 tiles4_gated:2) ;;
+  2)
+    # (2026-12-05: after 4-tile seed 1, the tile-curriculum probe ran instead of 4-tile seed 2)
+    DEFAULT=(canonical:1 tiles4:1 tile_curriculum:1 novice_trained:1 novice_oracles:1)
+    ;;
+  *)  # the plan's order: recipe seeds first, controls after
+    DEFAULT=(recipe:1 recipe:2 recipe:3 control:1 recipe:4 control:2 recipe:5 control:3 control:4
+             control:5)  # fmt: skip
+    ;;
+esac
 
 folders() {  # folders ARM...: these arms' folders of runs that exist, one per line
   local arm
