@@ -1,9 +1,21 @@
-"""A scripted follower: walks in the trail of the nearest other agent, knowing nothing of tiles.
+"""A scripted follower: walks in the trail of one other agent, knowing nothing of tiles.
 
 Registered in :data:`marlgrid.policies.POLICIES` as ``"follower"`` (``make_policy("follower")``),
 so it can take any agent's slot in training roles or in :mod:`marlgrid.analysis.chance`. It
 is the positive control of the following metrics (:mod:`marlgrid.following`): an agent that
 does nothing but follow, set beside :class:`~marlgrid.policies.RandomPolicy`, which never does.
+
+Three kinds of following, one class (what each pays is measured in
+``experiments/results/following_pays/``):
+
+* **locked** (the default, ``leader="locked"``): one leader per episode, the nearest allowed
+  agent in play on its first step, kept until it leaves play. It enters the tiles its leader
+  entered, in the leader's order: the careful follower.
+* **switching** (``leader="nearest_each_step"``): the nearest agent on every step (ties keep
+  the current one). Beside two experts at different points of the cycle it copies entries of
+  both, out of order: a sloppy follower.
+* **noisy** (``epsilon > 0``, either leader rule): a random action with that chance each step;
+  it then rejoins the leader's trail where it now is: the other sloppy follower.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from marlgrid.engine import Engine
 from marlgrid.policies import ScriptedPolicy, navigate
 
 DEFAULT_LAG = 2
+LEADER_RULES = ("locked", "nearest_each_step")
 TRAIL_STEPS = 16  # how far back the follower remembers where the others went
 
 
@@ -72,9 +85,12 @@ class _Trail:
 
 
 class FollowerPolicy(ScriptedPolicy):
-    """Walks in the trail of its leader, the nearest other agent in play, ``lag`` steps behind.
+    """Walks in the trail of its leader, another agent in play, ``lag`` steps behind.
 
-    It keeps its leader while no other agent is strictly nearer (Manhattan distance). On the
+    ``leader``: ``"locked"`` (default) takes the nearest allowed agent in play (Manhattan
+    distance, the lowest agent number among equals) on the episode's first step and keeps it
+    until it leaves play, then takes the nearest again; ``"nearest_each_step"`` takes the
+    nearest on every step, keeping the current one while no other is strictly nearer. On the
     leader's trail (the cells it held in the last :data:`TRAIL_STEPS` steps) it steps to the
     next cell the leader went to, up to the one the leader held ``lag`` steps ago, where it
     waits (``done``; it turns in place with restricted actions); off the trail it takes a
@@ -92,8 +108,12 @@ class FollowerPolicy(ScriptedPolicy):
         epsilon: float = 0.0,
         lag: int = DEFAULT_LAG,
         leaders: Sequence[int] | None = None,
+        leader: str = "locked",
     ) -> None:
         self.lag = check_int("lag", lag, low=0)
+        if leader not in LEADER_RULES:
+            raise ConfigError(f"leader must be one of {list(LEADER_RULES)}, got {leader!r}")
+        self.leader = leader
         if leaders is not None:
             leaders = [check_int("leaders", m, low=0) for m in leaders]
             if not leaders:
@@ -108,7 +128,8 @@ class FollowerPolicy(ScriptedPolicy):
         )
 
     def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "lag": self.lag, "leaders": self.leaders}
+        state = {**super().__getstate__(), "lag": self.lag, "leaders": self.leaders}
+        return {**state, "leader": self.leader}
 
     def _planned_actions(self, engine: Engine, k: int) -> np.ndarray:
         per_agent = self._trails.setdefault(engine, {})
@@ -127,9 +148,12 @@ class FollowerPolicy(ScriptedPolicy):
         kept = trail.leader >= 0
         dist[rows[kept], trail.leader[kept]] -= 0.5  # ties keep the current leader
         dist[~candidates] = np.inf
-        leader = dist.argmin(axis=1)
-        nobody = ~candidates.any(axis=1)
-        trail.leader[:] = np.where(nobody, -1, leader)
+        nearest = np.where(candidates.any(axis=1), dist.argmin(axis=1), -1)
+        if self.leader == "locked":  # keep a leader still in play; else take the nearest
+            still = kept & candidates[rows, np.maximum(trail.leader, 0)]
+            trail.leader[:] = np.where(still, trail.leader, nearest)
+        else:
+            trail.leader[:] = nearest
         targets = np.empty((engine.num_envs, 2), dtype=np.int64)
         _trail_targets(trail.cells, engine.pos, k, trail.leader, self.lag, targets)
         out = np.empty(engine.num_envs, dtype=np.int64)

@@ -131,11 +131,29 @@ GOAL_CYCLE_CANONICAL: dict[str, Any] = {
 }
 
 
+#: The goal cycles of the 2020 study's public training scripts (its parallel scripts; see
+#: ``experiments/results/following_pays/``): where a sloppy follower still earns more than
+#: playing safe, so the reward offers a slope toward following.
+GOAL_CYCLE_2020: dict[str, dict[str, Any]] = {
+    "9x9": {
+        **GOAL_CYCLE_CANONICAL,
+        "size": 9,
+        "clutter_density": 0.2,
+        "penalty": 0.5,
+        "max_steps": 150,
+    },  # fmt: skip
+    "13x13-Penalty0.25": {**GOAL_CYCLE_CANONICAL, "penalty": 0.25},
+}
+
+
 def _register_builtin() -> None:
     gc = "marlgrid.envs.goal_cycle:GoalCycleEnv"
     canon = GOAL_CYCLE_CANONICAL
     register("MarlGrid-GoalCycle-13x13-3Agents-v0", gc, n_agents=3, **canon)
     register("MarlGrid-GoalCycle-13x13-v0", gc, n_agents=1, **canon)
+    for name, settings in GOAL_CYCLE_2020.items():
+        register(f"MarlGrid-GoalCycle-{name}-3Agents-v0", gc, n_agents=3, **settings)
+        register(f"MarlGrid-GoalCycle-{name}-v0", gc, n_agents=1, **settings)
     register(
         "MarlGrid-GoalCycle-7x7-v0",
         gc,

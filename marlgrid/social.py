@@ -32,6 +32,11 @@ When an episode ends it yields one row per agent of these metrics:
     agent / an expert within ``repeat_window`` steps, the same share with their entries shifted
     in time (its chance level in the same episodes) and the difference
     (:mod:`marlgrid.following`).
+``order_<kind>``, ``trail_<kind>`` (each with ``_shuffled`` and ``_excess``)
+    the share of the agent's tile entries that continue another agent's / an expert's
+    sequence of entries in order, with any lag up to ``order_lag`` (default: the whole episode
+    so far), and the share of its steps on a cell another agent / an expert held within the
+    last ``trail_window`` steps (:mod:`marlgrid.following`).
 
 Step-state metrics count the states before each step (what the agent acts on), so an episode
 of ``T`` steps counts states ``0..T-1``. A tile entry is a ``forward`` action from in play
@@ -53,15 +58,18 @@ from marlgrid import kernels as K
 from marlgrid.constants import DIR_TO_VEC, FORWARD
 from marlgrid.following import (
     DEFAULT_REPEAT_WINDOW,
+    DEFAULT_TRAIL_WINDOW,
     NO_ENTRY,
     REPEAT_SUFFIXES,
     EntryLog,
+    log_cells,
     repeat_names,
 )
 
 DEFAULT_WINDOW = 10
 BASE_METRICS = ("return", "rewards", "penalties", "longest_streak")
 KINDS = ("other", "expert")  # the reference sets, in the order of SocialTracker.refer
+SEQUENCE_MEASURES = ("repeat", "order", "trail")  # shares with a time-shuffled control
 _NEVER = -(1 << 40)  # "entered long ago": a step number no window reaches
 
 
@@ -221,8 +229,10 @@ class SocialTracker:
     :meth:`after_step` with the step's outcome (or :meth:`observe` and :meth:`record` with an
     engine); :meth:`pop` returns the rows of the episodes that ended since the last call.
     ``experts``: agent numbers that count as experts; ``window``: the follow window in steps;
-    ``repeat_window``: that of the repeat metrics; ``tiles``: whether the env has goal-cycle
-    tiles (else the follow and repeat metrics are left out).
+    ``repeat_window``: that of the repeat metrics; ``order_lag``: the longest lag of the order
+    metrics (None: the whole episode so far); ``trail_window``: that of the trail metrics;
+    ``tiles``: whether the env has goal-cycle tiles (else the follow, repeat, order and trail
+    metrics are left out).
     ``refer`` ``(2, K, K)``: whom each agent refers to (others, experts).
     """
 
@@ -236,8 +246,14 @@ class SocialTracker:
         window: int = DEFAULT_WINDOW,
         tiles: bool = True,
         repeat_window: int = DEFAULT_REPEAT_WINDOW,
+        order_lag: int | None = None,
+        trail_window: int = DEFAULT_TRAIL_WINDOW,
     ) -> None:
-        for name, value in (("window", window), ("repeat_window", repeat_window)):
+        steps = [("window", window), ("repeat_window", repeat_window)]
+        steps += [("trail_window", trail_window)]
+        if order_lag is not None:
+            steps.append(("order_lag", order_lag))
+        for name, value in steps:
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1 (steps), got {value!r}")
         bad = [e for e in experts if not 0 <= e < num_agents]
@@ -245,6 +261,8 @@ class SocialTracker:
             raise ValueError(f"experts {bad} are not agent numbers in [0, {num_agents})")
         n, k = self.num_envs, self.num_agents = num_envs, num_agents
         self.window, self.repeat_window, self.tiles = int(window), int(repeat_window), tiles
+        self.order_lag = None if order_lag is None else int(order_lag)
+        self.trail_window = int(trail_window)
         self.view_sizes = np.asarray(view_sizes, dtype=np.int64)
         self.view_offsets = np.asarray(view_offsets, dtype=np.int64)
         is_expert = np.zeros(k, dtype=np.bool_)
@@ -258,7 +276,8 @@ class SocialTracker:
         for kind, refer in zip(KINDS, self.refer, strict=True):
             if refer.any():
                 per_kind = (f"{kind}_in_view", f"{kind}_distance", f"follow_{kind}")
-                self.names += (*per_kind, *repeat_names(kind)) if tiles else per_kind[:2]
+                shares = [name for m in SEQUENCE_MEASURES for name in repeat_names(kind, m)]
+                self.names += (*per_kind, *shares) if tiles else per_kind[:2]
         ints = ("paid", "fined", "streak", "longest", "correct", "steps")
         self._counts = {name: np.zeros((n, k), dtype=np.int64) for name in ints}
         self._counts["ret"] = np.zeros((n, k), dtype=np.float64)
@@ -284,6 +303,8 @@ class SocialTracker:
         experts: Sequence[int] = (),
         window: int = DEFAULT_WINDOW,
         repeat_window: int = DEFAULT_REPEAT_WINDOW,
+        order_lag: int | None = None,
+        trail_window: int = DEFAULT_TRAIL_WINDOW,
     ) -> SocialTracker:
         """A tracker sized for a :class:`marlgrid.engine.Engine` (tiles if a goal cycle is
         among the rules of its episodes, current or next)."""
@@ -298,6 +319,8 @@ class SocialTracker:
             window,
             tiles=any(r.n_goals > 0 for r in rules),
             repeat_window=repeat_window,
+            order_lag=order_lag,
+            trail_window=trail_window,
         )
 
     def observe(self, engine: Any) -> None:
@@ -330,6 +353,10 @@ class SocialTracker:
             cycle_id = self._no_tiles
         c = self._counts
         self._active[:] = active
+        if self.tiles:
+            self.entries.reserve(int(self.t.max()) + 1)
+            log_cells(np.asarray(pos, dtype=np.int64), self._active, self.t,
+                      cycle_id.shape[2], self.entries.cells)  # fmt: skip
         self._ref_seen |= (self._active[None, :, None, :] & self.refer[:, None]).any(axis=-1)
         _count_states(
             pos, dirs, self._active, vis, self.view_sizes, self.view_offsets, cycle_id,
@@ -385,9 +412,14 @@ class SocialTracker:
             "longest_streak": c["longest"][envs].astype(np.float64),
         }
         if self.tiles:
-            repeats = self.entries.repeats(
-                envs, self.t[envs], self.refer, self.repeat_window, self.last_entry.shape[2]
-            )
+            lengths = self.t[envs]
+            shares = {
+                "repeat": self.entries.repeats(
+                    envs, lengths, self.refer, self.repeat_window, self.last_entry.shape[2]
+                ),
+                "order": self.entries.orders(envs, lengths, self.refer, self.order_lag),
+                "trail": self.entries.trails(envs, lengths, self.refer, self.trail_window),
+            }
         for s, kind in enumerate(KINDS):
             nobody = ~self.refer[s].any(axis=1)  # agents with nobody to refer to
             metrics = [
@@ -396,8 +428,9 @@ class SocialTracker:
                 (f"follow_{kind}", ratio(c["follow"][s, envs], c["correct"][envs])),
             ]
             if self.tiles:
-                names = zip(repeat_names(kind), REPEAT_SUFFIXES, strict=True)
-                metrics += [(name, repeats[x][s]) for name, x in names]
+                for measure, found in shares.items():
+                    names = zip(repeat_names(kind, measure), REPEAT_SUFFIXES, strict=True)
+                    metrics += [(name, found[x][s]) for name, x in names]
             unseen = ~self._ref_seen[s, envs]  # every agent it refers to was out all episode
             for name, value in metrics:
                 value[:, nobody] = np.nan

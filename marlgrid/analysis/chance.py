@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from marlgrid.config import ConfigError, check_int
-from marlgrid.following import DEFAULT_REPEAT_WINDOW
+from marlgrid.following import DEFAULT_REPEAT_WINDOW, DEFAULT_TRAIL_WINDOW
 from marlgrid.policies import ScriptedPolicy, make_policy
 from marlgrid.registry import make_vec
 from marlgrid.social import DEFAULT_WINDOW, SocialTracker
@@ -51,6 +51,8 @@ def play_scripted(
     num_envs: int = 16,
     window: int = DEFAULT_WINDOW,
     repeat_window: int = DEFAULT_REPEAT_WINDOW,
+    order_lag: int | None = None,
+    trail_window: int = DEFAULT_TRAIL_WINDOW,
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Every social metric ``(episodes, K)`` of scripted ``policies`` (agent id -> policy or
     policy name, seeded with ``seed``) playing ``episodes`` episodes of ``env_id`` with
@@ -78,8 +80,9 @@ def play_scripted(
         for k, p in enumerate(policies[a] for a in agents)
     ]
     tracker = SocialTracker.for_engine(
-        vec.engine, [agents.index(a) for a in experts], window, repeat_window
-    )
+        vec.engine, [agents.index(a) for a in experts], window, repeat_window, order_lag,
+        trail_window,
+    )  # fmt: skip
     vec.reset(seed=seed)
     actions = np.zeros((num_envs, len(agents)), dtype=np.int64)
     rows: dict[str, list[np.ndarray]] = {name: [] for name in tracker.names}
@@ -111,7 +114,7 @@ def social_levels(
     """The ``novice``'s mean of every social metric with ``novice_policy`` in its slot beside
     ``experts`` (agent id -> scripted policy or name; every other agent of the env), over
     ``episodes`` episodes (NaN episodes left out). ``options``: ``num_envs``, ``window``,
-    ``repeat_window`` of :func:`play_scripted`."""
+    ``repeat_window``, ``order_lag``, ``trail_window`` of :func:`play_scripted`."""
     if novice in experts:
         raise ConfigError(f"novice {novice!r} is also among the experts {sorted(experts)}")
     policies = {**experts, novice: novice_policy}

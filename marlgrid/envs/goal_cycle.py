@@ -45,6 +45,11 @@ class GoalCycleEnv(MarlGridEnv):
     ``MarlGrid-GoalCycle-13x13-3Agents-v0`` (the canonical task, :data:`CANONICAL`),
     ``MarlGrid-GoalCycle-13x13-v0`` (1 agent), ``MarlGrid-GoalCycle-7x7-v0`` (small, 1 agent),
     ``MarlGrid-GoalCycle-13x13-4Goals-3Agents-v0`` (the canonical task with 4 tiles, for transfer).
+    The 2020 study's public scripts' settings (:data:`marlgrid.registry.GOAL_CYCLE_2020`):
+    ``MarlGrid-GoalCycle-9x9-3Agents-v0`` / ``-9x9-v0`` (clutter 0.2, penalty 0.5, 150 steps)
+    and ``MarlGrid-GoalCycle-13x13-Penalty0.25-3Agents-v0`` / ``-Penalty0.25-v0`` (the canonical
+    map at penalty 0.25). Their other documented options: ``reset_on_mistake=True`` (a wrong
+    entry restarts the cycle from that tile) and ``agent={"view_size": 9}`` (a 9-cell view).
     """
 
     def __init__(
