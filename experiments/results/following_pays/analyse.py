@@ -1,0 +1,204 @@
+"""The following-pays page's analysis: evaluation, curves, the pass rule's table and the figure.
+
+    python experiments/results/following_pays/analyse.py     # writes runs/following_pays/analysis
+    python experiments/results/following_pays/analyse.py --out experiments/results/following_pays \
+        --overwrite                                          # the page's committed data
+
+For each arm folder under ``--runs`` (``social``, ``solo``, ...) with finished runs: each run
+plays 200 episodes from the page's layout seed 4900 (``experts_eval.py``, the novice greedy and
+sampled, beside its oracles), ``aggregate.py`` draws the curves and per-seed finals of the
+return and of the novice's following measures, and this script writes ``pass_rule.csv`` (each
+seed's measures against the plan's bars) and ``curves.png`` (the arms with the scripted
+controls of ``controls.csv`` as lines). Writing into a folder under ``experiments/`` that
+already holds these files needs ``--overwrite`` (committed page data are never replaced by
+accident; the default folder is scratch), and runs of one
+arm whose configs differ in anything but the seed are refused, naming the keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from marlgrid.analysis.report import read_curves_csv, write_csv
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+#: curve name -> metrics.csv column (the novice is agent_0)
+CURVES = {
+    "return": "charts/episodic_return",
+    "order_expert": "social/order_expert_agent_0",
+    "trail_expert_excess": "social/trail_expert_excess_agent_0",
+}
+#: map of each arm -> the controls.csv setting its bars and lines come from
+ARM_SETTING = {
+    "social": "9x9_150_p0.5",
+    "solo": "9x9_150_p0.5",
+    "social_aux": "9x9_150_p0.5",
+    "social_7x7": "7x7_100_p0.5",
+    "solo_7x7": "7x7_100_p0.5",
+}
+PER_RUN_KEYS = {"seed", "resume", "extend"}  # may differ between the seeds of one arm
+OUTPUTS = ("eval.csv", "pass_rule.csv", "curves_9x9.png", "curves_7x7.png")
+
+
+def controls(path: Path) -> dict[tuple[str, str], dict[str, float]]:
+    """controls.csv rows by (setting, novice)."""
+    with path.open(newline="") as f:
+        return {
+            (r["setting"], r["novice"]): {k: float(v) for k, v in r.items() if _number(v)}
+            for r in csv.DictReader(f)
+        }
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def bars(setting: str, table: dict) -> tuple[float, float]:
+    """The plan's bars: order halfway from the random novice to the locked follower, trail
+    excess half the locked follower's."""
+    random, locked = table[(setting, "random")], table[(setting, "locked")]
+    order = (random["order_expert"] + locked["order_expert"]) / 2
+    return round(order, 3), round(locked["trail_expert_excess"] / 2, 3)
+
+
+def check_poolable(runs: Sequence[Path]) -> None:
+    """Exit naming the keys where the configs of one arm's runs differ beyond the seed."""
+    configs = [_flat(json.loads((r / "config.json").read_text())) for r in runs]
+    keys = sorted({k for c in configs for k in c} - PER_RUN_KEYS)
+    differ = [k for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
+    if differ:
+        sys.exit(f"refusing to pool {[str(r) for r in runs]}: their configs differ in {differ}")
+
+
+def _flat(config: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def run(cmd: list[str]) -> None:
+    print(" ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+
+
+def final_values(path: Path) -> dict[str, float]:
+    """run dir -> final value from an aggregate ``_runs.csv``."""
+    with path.open(newline="") as f:
+        return {r["run"]: float(r["final"]) for r in csv.DictReader(f)}
+
+
+def curves_of(arm: str) -> dict[str, str]:
+    """The curves of ``arm``: the following measures only where there are experts."""
+    return CURVES if arm.startswith("social") else {"return": CURVES["return"]}
+
+
+def pass_rule_rows(arms: dict[str, list[Path]], out: Path, table: dict) -> list[list[object]]:
+    """One row per run: its training return and measures against the plan's bars."""
+    rows = []
+    for arm, runs in arms.items():
+        order_bar, trail_bar = bars(ARM_SETTING[arm], table)
+        finals = {name: final_values(out / f"{arm}_{name}_runs.csv") for name in curves_of(arm)}
+        for r in runs:
+            key = str(r)
+            value = {name: finals.get(name, {}).get(key, float("nan")) for name in CURVES}
+            order, trail = value["order_expert"], value["trail_expert_excess"]
+            follows = (
+                bool(order >= order_bar and trail >= trail_bar) if "order_expert" in finals else ""
+            )
+            seed = r.name.removeprefix("seed_")
+            rows.append([arm, seed, round(value["return"], 4), round(order, 4), order_bar,
+                         round(trail, 4), trail_bar, follows])  # fmt: skip
+    return rows
+
+
+def figure(arms: Sequence[str], out: Path, table: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = {"locked": "locked follower", "switching": "switching follower",
+             "noisy": "noisy follower", "play_safe": "play safe", "random": "random"}  # fmt: skip
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 4))
+    setting = ARM_SETTING[arms[0]]
+    for ax, (name, _) in zip(axes, CURVES.items(), strict=True):
+        for arm in arms:
+            path = out / f"{arm}_{name}_curves.csv"
+            for c in read_curves_csv(path) if path.exists() else []:
+                ax.plot(c.grid, c.bands.mean, label=f"{arm} (n={int(np.nanmax(c.bands.n))})")
+                ax.fill_between(c.grid, c.bands.mean_low, c.bands.mean_high, alpha=0.2)
+        key = "return" if name == "return" else name
+        for style, (novice, label) in zip(("--", ":", "-.", "--", ":"), lines.items(), strict=True):
+            value = table[(setting, novice)][key]
+            ax.axhline(value, color="grey", linestyle=style, linewidth=1)
+            ax.annotate(label, (0, value), fontsize=7, color="grey", va="bottom")
+        ax.set_xlabel("env steps")
+        ax.set_title(name)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=100)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs/following_pays")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs/following_pays/analysis")
+    parser.add_argument("--arms", nargs="*", default=list(ARM_SETTING), choices=list(ARM_SETTING))
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=4900, help="layout seed (the page's)")
+    parser.add_argument("--skip-eval", action="store_true")
+    parser.add_argument("--include-unfinished", action="store_true", help="curves only")
+    parser.add_argument("--overwrite", action="store_true")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    committed = args.out.resolve().is_relative_to(ROOT / "experiments")
+    there = [n for n in OUTPUTS if (args.out / n).exists()]
+    if committed and there and not args.overwrite:
+        sys.exit(f"{args.out} already holds {there}; pass --overwrite to replace them")
+    arms = {a: sorted((args.runs / a).glob("seed_*")) for a in args.arms}
+    arms = {a: runs for a, runs in arms.items() if runs}
+    if not arms:
+        sys.exit(f"no runs under {args.runs}/<arm>/seed_* for arms {args.arms}")
+    table = controls(HERE / "controls.csv")
+    py = sys.executable
+    for arm, runs in arms.items():
+        check_poolable(runs)
+        extra = ["--include-unfinished"] if args.include_unfinished else []
+        for name, column in curves_of(arm).items():
+            stem = str(args.out / f"{arm}_{name}")
+            run([py, "experiments/aggregate.py", *map(str, runs), "--metric", column,
+                 "--last", "20", "--out", stem, *extra])  # fmt: skip
+    if not args.skip_eval and not args.include_unfinished:
+        every = [str(r) for runs in arms.values() for r in runs]
+        run([py, "experiments/results/experts_eval.py", *every, "--episodes", str(args.episodes),
+             "--seed", str(args.seed), "--partners",
+             "--csv", str(args.out / "eval.csv")])  # fmt: skip
+    header = ["arm", "seed", "training_return", "order_expert", "order_bar",
+              "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
+    write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out, table))
+    for size in ("9x9", "7x7"):
+        shown = [a for a in arms if ARM_SETTING[a].startswith(size)]
+        if shown:
+            figure(shown, args.out, table)
+            (args.out / "curves.png").rename(args.out / f"curves_{size}.png")
+
+
+if __name__ == "__main__":
+    main()
