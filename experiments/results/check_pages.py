@@ -6,7 +6,8 @@
 ``tests/test_result_pages.py`` runs it over every page. The rules, which
 ``experiments/results/README.md`` states for page writers:
 
-**Pages.** Every ``experiments/results/*.md`` except ``README.md``. The pages under
+**Pages.** Every ``experiments/results/*.md`` except ``README.md``, and the ``README.md`` of
+each study folder (``experiments/results/<study>/README.md``, the study's page). The pages under
 ``memory_models/`` are ``aggregate.py``'s own output (its table is its CSV) and are not checked.
 
 **Sources.** The CSVs a page links or names, anywhere on the page (code blocks included), each
@@ -133,8 +134,10 @@ class Problem:
 
 
 def pages(folder: Path = RESULTS) -> list[Path]:
-    """The result pages: every ``*.md`` in ``folder`` except its README."""
-    return sorted(p for p in folder.glob("*.md") if p.name.lower() != "readme.md")
+    """The result pages: every ``*.md`` in ``folder`` except its README, and each study
+    folder's ``README.md``."""
+    flat = [p for p in folder.glob("*.md") if p.name.lower() != "readme.md"]
+    return sorted([*flat, *folder.glob("*/README.md")])
 
 
 # -- sources -------------------------------------------------------------------------------------

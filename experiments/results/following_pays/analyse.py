@@ -66,12 +66,12 @@ def _number(text: str) -> bool:
     return True
 
 
-def bars(setting: str, table: dict) -> tuple[float, float]:
-    """The plan's bars: order halfway from the random novice to the locked follower, trail
-    excess half the locked follower's."""
-    random, locked = table[(setting, "random")], table[(setting, "locked")]
-    order = (random["order_expert"] + locked["order_expert"]) / 2
-    return round(order, 3), round(locked["trail_expert_excess"] / 2, 3)
+def bars(path: Path) -> dict[str, tuple[float, float]]:
+    """The plan's bars per setting (``controls.py --bars``): order, trail excess."""
+    with path.open(newline="") as f:
+        return {
+            r["setting"]: (float(r["order_bar"]), float(r["trail_bar"])) for r in csv.DictReader(f)
+        }
 
 
 def check_poolable(runs: Sequence[Path]) -> None:
@@ -109,11 +109,11 @@ def curves_of(arm: str) -> dict[str, str]:
     return CURVES if arm.startswith("social") else {"return": CURVES["return"]}
 
 
-def pass_rule_rows(arms: dict[str, list[Path]], out: Path, table: dict) -> list[list[object]]:
+def pass_rule_rows(arms: dict[str, list[Path]], out: Path) -> list[list[object]]:
     """One row per run: its training return and measures against the plan's bars."""
-    rows = []
+    rows, bar = [], bars(HERE / "bars.csv")
     for arm, runs in arms.items():
-        order_bar, trail_bar = bars(ARM_SETTING[arm], table)
+        order_bar, trail_bar = bar[ARM_SETTING[arm]]
         finals = {name: final_values(out / f"{arm}_{name}_runs.csv") for name in curves_of(arm)}
         for r in runs:
             key = str(r)
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
              "--csv", str(args.out / "eval.csv")])  # fmt: skip
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
-    write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out, table))
+    write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))
     for size in ("9x9", "7x7"):
         shown = [a for a in arms if ARM_SETTING[a].startswith(size)]
         if shown:

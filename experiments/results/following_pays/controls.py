@@ -1,7 +1,8 @@
 """What following pays: scripted novices beside two oracles, per map, with the following measures.
 
     OMP_NUM_THREADS=1 python experiments/results/following_pays/controls.py \
-        --csv experiments/results/following_pays/controls.csv
+        --csv experiments/results/following_pays/controls.csv \
+        --bars experiments/results/following_pays/bars.csv
 
 agent_0 is blind to the tiles (``hide: [cycle_tile]``; the scripted policies read the engine,
 so only the learner is really blind) beside two scripted oracles. Each row: one novice on one
@@ -19,6 +20,9 @@ setting, ``--episodes`` episodes from layout seed ``--seed``: its return (mean a
 
 A setting where the sloppy followers earn more than play safe offers a learner a slope toward
 following; one where they earn less does not, whatever careful following pays.
+
+``--bars`` writes the page's pass-rule bars per setting: ``order_expert`` halfway from the
+random novice's to the locked follower's, ``trail_expert_excess`` half the locked follower's.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import numpy as np
 from scipy import stats
 
 from marlgrid.analysis.chance import play_scripted
-from marlgrid.analysis.report import show_and_write_rows
+from marlgrid.analysis.report import show_and_write_rows, write_csv
 from marlgrid.follower import FollowerPolicy
 from marlgrid.policies import ScriptedPolicy, make_policy
 
@@ -89,12 +93,24 @@ def measure(setting: str, novice: str, policy: ScriptedPolicy, episodes: int, se
     return out
 
 
+def bars(rows: list[dict]) -> list[list[object]]:
+    """Per setting: the order and trail bars of the page's pass rule."""
+    by = {(r["setting"], r["novice"]): r for r in rows}
+    out = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        random, locked = by[(setting, "random")], by[(setting, "locked")]
+        order = round((random["order_expert"] + locked["order_expert"]) / 2, 3)
+        out.append([setting, order, round(locked["trail_expert_excess"] / 2, 3)])
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=4900, help="layout seed (the page's)")
     parser.add_argument("--settings", nargs="*", choices=sorted(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--csv", type=Path)
+    parser.add_argument("--bars", type=Path)
     args = parser.parse_args(argv)
     rows = [
         measure(setting, name, policy, args.episodes, args.seed)
@@ -102,6 +118,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, policy in novices(args.seed).items()
     ]
     show_and_write_rows(rows, args.csv)
+    if args.bars:
+        write_csv(args.bars, ["setting", "order_bar", "trail_bar"], bars(rows))
 
 
 if __name__ == "__main__":
