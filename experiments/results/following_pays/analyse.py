@@ -6,12 +6,15 @@
 
 For each arm folder under ``--runs`` (``social``, ``solo``, ...) with finished runs: each run
 plays 200 episodes from the page's layout seed 4900 (``experts_eval.py``, the novice greedy and
-sampled, beside its oracles), ``aggregate.py`` draws the curves and per-seed finals of the
-return and of the novice's following measures, and this script writes ``pass_rule.csv`` (each
-seed's measures against the plan's bars) and ``curves.png`` (the arms with the scripted
-controls of ``controls.csv`` as lines). Writing into a folder under ``experiments/`` that
-already holds these files needs ``--overwrite`` (committed page data are never replaced by
-accident; the default folder is scratch), and runs of one
+sampled, beside its oracles; merged into ``eval.csv``) and is **kept**: its config, the tail of
+its ``train.log`` and the curve columns of its ``metrics.csv`` (every 10th row, and every row of
+the last 100) go to ``<out>/kept/<arm>/seed_<k>/``, so that a later session can add seeds after
+the run directories are gone. ``aggregate.py`` then draws the curves and per-seed finals of the
+return and of the novice's following measures from every kept run, and this script writes
+``pass_rule.csv`` (each seed's measures against the plan's bars) and ``curves_<map>.png`` (the
+arms with the scripted controls of ``controls.csv`` as lines). Writing into a folder under
+``experiments/`` that already holds these files needs ``--overwrite`` (committed page data are
+never replaced by accident; the default folder is scratch), and runs of one
 arm whose configs differ in anything but the seed are refused, naming the keys.
 """
 
@@ -46,7 +49,7 @@ ARM_SETTING = {
     "solo_7x7": "7x7_100_p0.5",
 }
 PER_RUN_KEYS = {"seed", "resume", "extend"}  # may differ between the seeds of one arm
-OUTPUTS = ("eval.csv", "pass_rule.csv", "curves_9x9.png", "curves_7x7.png")
+OUTPUTS = ("pass_rule.csv", "curves_9x9.png", "curves_7x7.png")  # eval.csv and kept/ merge
 
 
 def controls(path: Path) -> dict[tuple[str, str], dict[str, float]]:
@@ -91,6 +94,35 @@ def _flat(config: dict, prefix: str = "") -> dict[str, object]:
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+KEEP_EVERY, KEEP_LAST, LOG_TAIL = 10, 100, 20
+
+
+def keep(run_dir: Path, kept: Path) -> None:
+    """Copy what the page needs of a finished run into ``kept`` (module docstring)."""
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "config.json").write_text((run_dir / "config.json").read_text())
+    lines = (run_dir / "train.log").read_text(errors="replace").splitlines()[-LOG_TAIL:]
+    (kept / "train.log").write_text("\n".join(lines) + "\n")
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = ["step", *[c for c in CURVES.values() if rows and c in rows[0]]]
+    chosen = [r for i, r in enumerate(rows) if i % KEEP_EVERY == 0 or i >= len(rows) - KEEP_LAST]
+    write_csv(kept / "metrics.csv", columns, [[r[c] for c in columns] for r in chosen])
+
+
+def finished(runs: Sequence[Path]) -> list[Path]:
+    """The runs whose training ended."""
+    from marlgrid.analysis.runs import COMPLETE, find_runs
+
+    return [r.path for r in find_runs(runs).runs if r.status == COMPLETE] if runs else []
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it (the eval rows' key)."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def run(cmd: list[str]) -> None:
@@ -172,12 +204,24 @@ def main(argv: list[str] | None = None) -> None:
     there = [n for n in OUTPUTS if (args.out / n).exists()]
     if committed and there and not args.overwrite:
         sys.exit(f"{args.out} already holds {there}; pass --overwrite to replace them")
-    arms = {a: sorted((args.runs / a).glob("seed_*")) for a in args.arms}
-    arms = {a: runs for a, runs in arms.items() if runs}
-    if not arms:
-        sys.exit(f"no runs under {args.runs}/<arm>/seed_* for arms {args.arms}")
-    table = controls(HERE / "controls.csv")
+    live = {a: sorted((args.runs / a).glob("seed_*")) for a in args.arms}
+    done = {a: finished(runs) for a, runs in live.items()}
     py = sys.executable
+    if not args.skip_eval:
+        every = [_shown(r) for runs in done.values() for r in runs]
+        if every:
+            run([py, "experiments/results/experts_eval.py", *every,
+                 "--episodes", str(args.episodes), "--seed", str(args.seed), "--partners",
+                 "--csv", str(args.out / "eval.csv"), "--merge"])  # fmt: skip
+    for arm, runs in done.items():
+        for r in runs:
+            keep(r, args.out / "kept" / arm / r.name)
+    source = {a: live[a] for a in args.arms} if args.include_unfinished else {
+        a: sorted((args.out / "kept" / a).glob("seed_*")) for a in args.arms}  # fmt: skip
+    arms = {a: runs for a, runs in source.items() if runs}
+    if not arms:
+        sys.exit(f"no finished runs under {args.runs}/<arm>/seed_* for arms {args.arms}")
+    table = controls(HERE / "controls.csv")
     for arm, runs in arms.items():
         check_poolable(runs)
         extra = ["--include-unfinished"] if args.include_unfinished else []
@@ -185,11 +229,6 @@ def main(argv: list[str] | None = None) -> None:
             stem = str(args.out / f"{arm}_{name}")
             run([py, "experiments/aggregate.py", *map(str, runs), "--metric", column,
                  "--last", "20", "--out", stem, *extra])  # fmt: skip
-    if not args.skip_eval and not args.include_unfinished:
-        every = [str(r) for runs in arms.values() for r in runs]
-        run([py, "experiments/results/experts_eval.py", *every, "--episodes", str(args.episodes),
-             "--seed", str(args.seed), "--partners",
-             "--csv", str(args.out / "eval.csv")])  # fmt: skip
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
     write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))

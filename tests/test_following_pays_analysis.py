@@ -1,0 +1,44 @@
+"""The following-pays page's analysis: kept runs and the pooling check."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from experiments.results.following_pays import analyse
+
+
+def _run(path, total=10, seed=1, rows=300):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"seed": seed, "total_timesteps": total,
+                                                  "agent": {"lr": 0.001}}))  # fmt: skip
+    (path / "train.log").write_text("".join(f"line {i}\n" for i in range(50)))
+    with (path / "metrics.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", "charts/episodic_return", "losses/entropy"])
+        writer.writerows([[i + 1, i / 10, 0.5] for i in range(rows)])
+    return path
+
+
+def test_a_kept_run_holds_every_tenth_row_and_the_last_hundred(tmp_path):
+    run = _run(tmp_path / "social" / "seed_1")
+    analyse.keep(run, tmp_path / "kept")
+    with (tmp_path / "kept" / "metrics.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["step", "charts/episodic_return"]  # curve columns only
+    steps = [int(r["step"]) for r in rows]
+    assert steps == sorted({*range(1, 201, 10), *range(201, 301)})
+    assert (tmp_path / "kept" / "train.log").read_text().splitlines() == [
+        f"line {i}" for i in range(30, 50)
+    ]
+
+
+def test_runs_whose_configs_differ_beyond_the_seed_are_not_pooled(tmp_path):
+    a = _run(tmp_path / "a" / "seed_1", seed=1)
+    b = _run(tmp_path / "a" / "seed_2", seed=2)
+    analyse.check_poolable([a, b])  # the seed may differ
+    c = _run(tmp_path / "a" / "seed_3", seed=3, total=20)
+    with pytest.raises(SystemExit, match=r"differ in \['total_timesteps'\]"):
+        analyse.check_poolable([a, b, c])
