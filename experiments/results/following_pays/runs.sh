@@ -18,6 +18,9 @@ OUT=${OUT:-runs}
 COMMON="torch_threads=1 video=false logger.progress=false"
 SMALL="env.settings.size=7 env.settings.max_steps=100"
 ALL=1,2,3,4,5
+RL_EXPERTS="roles=novice_with_trained_experts"
+RL_EXPERTS="$RL_EXPERTS 'roles.agent_1.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt\"'"
+RL_EXPERTS="$RL_EXPERTS 'roles.agent_2.checkpoint=\"experiments/experts/goal_cycle_7x7_3agents_expert_seed1.pt\"'"
 
 # arm | seeds | overrides
 ARMS=(
@@ -26,27 +29,7 @@ ARMS=(
   "social_aux|$ALL|experiment=hidden_goal_9x9 agent=ppo_lstm_expert_aux"
   "social_7x7|$ALL|experiment=hidden_goal_9x9 $SMALL"
   "solo_7x7|$ALL|experiment=hidden_goal_9x9_solo $SMALL"
+  "social_7x7_rl|$ALL|experiment=hidden_goal_9x9 $SMALL $RL_EXPERTS"
 )
 
-if [[ $# -eq 0 ]]; then
-  echo "usage: bash $0 ARM[:SEEDS] ...  (DRY=1 prints the commands only); arms:" >&2
-  for entry in "${ARMS[@]}"; do IFS='|' read -r arm seeds _ <<<"$entry"; echo "  $arm (seeds $seeds)" >&2; done
-  exit 2
-fi
-
-for request in "$@"; do
-  arm=${request%%:*} found=""
-  for entry in "${ARMS[@]}"; do
-    IFS='|' read -r name seeds args <<<"$entry"
-    [[ $name == "$arm" ]] && found=1 && break
-  done
-  [[ -n $found ]] || { echo "unknown arm '$arm'; run without arguments for the list" >&2; exit 2; }
-  [[ $request == *:* ]] && seeds=${request#*:}
-  for seed in ${seeds//,/ }; do
-    [[ $seed =~ ^[0-9]+$ ]] || { echo "seed '$seed' of arm '$arm' must be a whole number" >&2; exit 2; }
-    lane_add "$OUT/following_pays/logs/$arm.seed_$seed.log" \
-      "$PY experiments/train.py $args name=following_pays_$arm seed=$seed $COMMON \
-hydra.run.dir=$OUT/following_pays/$arm/seed_$seed"
-  done
-done
-lanes_run
+study_queue following_pays "$@"
