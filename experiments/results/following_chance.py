@@ -13,9 +13,10 @@ row per size and novice policy: agent_0's mean of the following measures (``foll
 ``repeat_expert``, its time-shuffled level and the excess, ``order_expert``,
 ``trail_expert_excess``) and of ``expert_in_view`` and its return, over ``--episodes`` episodes
 (:func:`marlgrid.analysis.chance.social_levels`). The rows of ``switching_follower`` are the
-rows this script wrote as ``follower`` before the follower locked on one leader. A map where the follower's ``follow_expert``
-and ``repeat_expert_excess`` stand well above the random novice's, and the oracle's
-``repeat_expert_excess`` near zero, is one where the measures can show following.
+rows this script wrote as ``follower`` before the follower locked on one leader. A map where
+the follower's ``follow_expert`` and ``repeat_expert_excess`` stand well above the random
+novice's, and the oracle's ``repeat_expert_excess`` near zero, is one where the measures can
+show following.
 """
 
 from __future__ import annotations
