@@ -9,6 +9,10 @@
 - :func:`check_bool_overrides`: OmegaConf reads ``1``, ``yes``, ``on`` (and their opposites) as
   booleans for a ``bool`` field; a command-line override of a boolean setting must say ``true``
   or ``false``, as env settings must (:func:`marlgrid.config.check_bool`).
+- :func:`check_nothing_dropped`: a ``+key=value`` override adds a key to the composed config
+  that the validated :class:`TrainConfig` may not hold (``+agent.lrr=0.1``, ``+foo=1``);
+  every key of the composed config must land in the validated one, or the run is refused
+  naming the key and the settings allowed there.
 
 Open mappings are checked when the trainer is built (unknown rules, schedule keys and env
 settings are refused there, naming them).
@@ -16,7 +20,8 @@ settings are refused there, naming them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +92,45 @@ def check_group_overrides(conf_dir: Path, overrides: Sequence[str]) -> None:
                     f"{override.key_or_group}={v!r} is not one of the group's configs: "
                     f"{', '.join(choices)}"
                 )
+
+
+def dropped_keys(composed: Any, validated: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
+    """Keys of ``composed`` (plain containers) that ``validated`` (dataclasses, dicts, lists)
+    lacks: ``(dotted key, the names allowed there)`` each."""
+    if not isinstance(composed, Mapping):
+        if isinstance(composed, list) and isinstance(validated, list | tuple):
+            return [
+                d
+                for i, (c, v) in enumerate(zip(composed, validated, strict=False))
+                for d in dropped_keys(c, v, f"{prefix}{i}.")
+            ]
+        return []
+    if dataclasses.is_dataclass(validated):
+        allowed = [f.name for f in dataclasses.fields(validated)]
+        values = {name: getattr(validated, name) for name in allowed}
+    elif isinstance(validated, Mapping):
+        allowed, values = list(validated), dict(validated)
+    else:
+        return []
+    out: list[tuple[str, list[str]]] = []
+    for key, value in composed.items():
+        if key not in values:
+            out.append((f"{prefix}{key}", sorted(map(str, allowed))))
+        else:
+            out += dropped_keys(value, values[key], f"{prefix}{key}.")
+    return out
+
+
+def check_nothing_dropped(cfg: DictConfig, config: Any) -> None:
+    """Refuse a composed ``cfg`` with keys the validated ``config`` dropped (a ``+`` override
+    of a key no setting has): :class:`~marlgrid.config.ConfigError` names the first of them."""
+    composed = OmegaConf.to_container(cfg, resolve=True)
+    dropped = dropped_keys(composed, config)
+    if dropped:
+        key, allowed = dropped[0]
+        where = key.rpartition(".")[0] or "the top level"
+        more = f" (and {[k for k, _ in dropped[1:]]})" if len(dropped) > 1 else ""
+        raise ConfigError(
+            f"{key!r}{more} is not a setting: {where} has {allowed}; a '+' override cannot "
+            "add settings the run would ignore"
+        )

@@ -57,6 +57,7 @@ from experiments.run_summary import run_summary, sweep_job_line
 from experiments.schemas import (
     agent_schema,
     check_bool_overrides,
+    check_nothing_dropped,
     check_group_overrides,
     train_schema,
 )
@@ -154,6 +155,7 @@ def main(cfg: DictConfig) -> float:
         try:
             check_bool_overrides(cfg, hc.overrides.task)  # OmegaConf reads yes/1 as true
             config: TrainConfig = OmegaConf.to_object(cfg)
+            check_nothing_dropped(cfg, config)  # a '+key=...' the config does not hold
             # absolute run directory and checkpoint paths: jobs may run on other machines
             config, run_dir = resolve_paths(config, run_dir, base=hc.runtime.cwd)
             if config.extend and config.resume:  # the run may be named by its old total

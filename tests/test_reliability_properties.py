@@ -121,15 +121,19 @@ class StopAfter(Callback):
 
 def _compose(overrides: list[str]) -> TrainConfig:
     import experiments.train  # noqa: F401  (registers the schema)
-    from experiments.schemas import check_group_overrides
+    from experiments.schemas import check_group_overrides, check_nothing_dropped
 
     check_group_overrides(ROOT / "conf", overrides)  # as the command line does first
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        return OmegaConf.to_object(compose("train", overrides=overrides))
+        cfg = compose("train", overrides=overrides)
+        config = OmegaConf.to_object(cfg)
+        check_nothing_dropped(cfg, config)  # as train.py does: no '+' key silently dropped
+        return config
 
 
 def _names_key(message: str, key: str) -> bool:
     """The error names the setting: its full key or its last part (``lr`` for ``agent.lr``)."""
+    key = key.removeprefix("+")
     return key in message or key.rsplit(".", 1)[-1] in message
 
 
@@ -180,12 +184,25 @@ def _small_memory_limit(monkeypatch):
     torch.set_num_threads(1)
 
 
+#: '+'-prefixed keys: settings that exist (Hydra refuses to add them again) and ones no
+#: config has (refused by the dropped-key check; before it they trained, silently ignored)
+PLUS_TARGETS = [(family, f"+{key}") for family, key in TARGETS[::7]]
+PLUS_TARGETS += [("ppo", "+agent.lrr"), ("run", "+foo"), ("drqn", "+agent.aux_losses"),
+                 ("ppo", "+agent.network.hiden_size"), ("run", "+mixed.solo_frac"),
+                 ("roles", "+roles.agent_1.polcy")]  # fmt: skip
+
+
 @pytest.mark.slow
 @_property(150)
-@given(target=st.sampled_from(TARGETS), value=VALUES)
+@given(target=st.sampled_from(TARGETS + PLUS_TARGETS), value=VALUES)
 def test_many_settings_are_refused_naming_them_or_train(tmp_path_factory, target, value):
     family, key = target
     check_setting(family, key, value, tmp_path_factory.mktemp("run") / "run")
+
+
+@pytest.mark.parametrize(("family", "key"), PLUS_TARGETS[-6:])
+def test_a_plus_override_of_a_key_no_config_has_is_refused_naming_it(tmp_path, family, key):
+    assert check_setting(family, key, "1", tmp_path / "run") == "refused"
 
 
 @pytest.mark.slow
