@@ -57,8 +57,8 @@ from experiments.run_summary import run_summary, sweep_job_line
 from experiments.schemas import (
     agent_schema,
     check_bool_overrides,
-    check_nothing_dropped,
     check_group_overrides,
+    check_nothing_dropped,
     train_schema,
 )
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
