@@ -48,6 +48,8 @@ CANON_1 = "MarlGrid-GoalCycle-13x13-v0"
 CLUTTER_3 = "MarlGrid-Cluttered-11x11-3Agents-v0"
 CLUTTER_1 = "MarlGrid-Cluttered-11x11-v0"
 TWO_TILES = "MarlGrid-GoalCycle-7x7-v0"
+NINE_3 = "MarlGrid-GoalCycle-9x9-3Agents-v0"
+NINE_1 = "MarlGrid-GoalCycle-9x9-v0"
 #: env id -> full-scale size, penalty, n_goals, episode length (goal cycles)
 TASKS = {
     CANON_3: (13, 1.5, 3, 250),
@@ -55,6 +57,8 @@ TASKS = {
     CLUTTER_3: (11, None, None, None),
     CLUTTER_1: (11, None, None, None),
     TWO_TILES: (7, 0.5, 2, 60),
+    NINE_3: (9, 0.5, 3, 150),
+    NINE_1: (9, 0.5, 3, 150),
 }
 SEPARATE = {"agent_0": "main", "agent_1": "expert_1", "agent_2": "expert_2"}
 SHARED = {"agent_0": "main", "agent_1": "main", "agent_2": "main"}
@@ -67,6 +71,8 @@ RUN = {
     "clutter": ((1_000_000, None), (200_000, None)),
     "refresh": ((1_000_000, None), (200_000, None)),
     "recipe": ((16_000_000, None), (3_000_000, None)),
+    "recipe_4tiles": ((16_000_000, None), (6_000_000, None)),
+    "hidden_goal": ((10_000_000, None), (200_000, None)),
 }
 #: the expert library files the recipes start from (experiments/experts/)
 EXPERT_7X7 = "experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt"
@@ -117,6 +123,7 @@ class Expected:
     init_from: tuple[str | None, str | None] = (None, None)  # (full, small) start weights
     n_goals: int | None = None  # the tiles, where not the task's
     terms: tuple[str, ...] = ()  # the learners' auxiliary loss terms
+    tiny: tuple[str, ...] = ()  # what a two-update run adds to TINY (one agent's few chunks)
 
 
 EXPECTED = {
@@ -140,7 +147,7 @@ EXPECTED = {
         CANON_3,
         SHARED,
         anneal=True,
-        run="recipe",
+        run="recipe_4tiles",
         penalty=(gated(10.0), gated(8.0)),
         extras=("reward", "action"),
         init_from=(EXPERT_7X7_4TILES, EXPERT_7X7),
@@ -150,7 +157,7 @@ EXPECTED = {
     "goal_cycle_expert_4tiles_fixed_penalty": Expected(
         CANON_3,
         SHARED,
-        run="recipe",
+        run="recipe_4tiles",
         extras=("reward", "action"),
         init_from=(EXPERT_7X7_4TILES, EXPERT_7X7),
         n_goals=4,
@@ -166,6 +173,14 @@ EXPECTED = {
     "bc_on_experts": Expected(CANON_3, scripted=ORACLES),
     "cluttered_solo": Expected(CLUTTER_1, run="clutter"),
     "cluttered_experts": Expected(CLUTTER_3, SHARED, run="clutter"),
+    "hidden_goal_9x9": Expected(
+        NINE_3, scripted=ORACLES, blind=True, prestige=True, run="hidden_goal",
+        extras=("reward", "action"), tiny=("agent.num_minibatches=2",),
+    ),  # fmt: skip
+    "hidden_goal_9x9_solo": Expected(
+        NINE_1, blind=True, run="hidden_goal", extras=("reward", "action"),
+        tiny=("agent.num_minibatches=2",),
+    ),  # fmt: skip
     "refresh_on": Expected(TWO_TILES, run="refresh"),
     "refresh_off": Expected(TWO_TILES, run="refresh"),
     "cluttered_with_experts": Expected(
@@ -447,7 +462,7 @@ def test_trained_experts_without_a_checkpoint_are_refused(tmp_path):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_trains_a_couple_of_updates(preset, tmp_path, expert_checkpoint):
     spec = EXPECTED[preset]
-    overrides = [f"experiment={preset}", *TINY]
+    overrides = [f"experiment={preset}", *TINY, *spec.tiny]
     if spec.experts:
         overrides.append(f"roles.agent_1.checkpoint={expert_checkpoint(spec.experts)}")
     run_dir = tmp_path / "run"
@@ -496,9 +511,9 @@ RECIPE_EXPERTS = {
     "goal_cycle_7x7_3agents_expert_seed1.pt": "experiment=goal_cycle_expert scale=small seed=1",
     "goal_cycle_13x13_3agents_expert_seed1.pt": "experiment=goal_cycle_expert seed=1",
     "goal_cycle_7x7_4tiles_3agents_expert_seed2.pt": "experiment=goal_cycle_expert_4tiles "
-    "scale=small seed=2",
+    "scale=small seed=2 total_timesteps=3000000",
     "goal_cycle_7x7_4tiles_3agents_expert_6m_seed2.pt": "experiment=goal_cycle_expert_4tiles "
-    "scale=small seed=2 total_timesteps=6000000",
+    "scale=small seed=2",
 }
 
 
