@@ -294,6 +294,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="path stem of the outputs")
     parser.add_argument("--group-by", default="", help="comma-separated keys, e.g. agent,env")
     parser.add_argument(
+        "--pool-over", default="",
+        help="comma-separated config keys the runs of one condition may differ in (by default "
+        "they may differ only in the seed and bookkeeping; other differences are refused)",
+    )  # fmt: skip
+    parser.add_argument(
         "--last", type=int, default=10, help="logged values averaged for a run's final value"
     )
     parser.add_argument("--points", type=int, default=100, help="curve grid points")
@@ -384,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
             backend=args.backend, method=args.method, resamples=args.resamples,
             confidence=args.confidence, seed=args.seed, final_value=final_value,
             final_definition=definition,
+            pool_over=[k.strip() for k in args.pool_over.split(",") if k.strip()],
         )  # fmt: skip
     except AnalysisError as err:
         parser.error(str(err))

@@ -336,7 +336,10 @@ def test_five_seeds_add_the_iqm_with_its_bootstrap_interval(tmp_path, capsys):
 
 def test_final_of_the_last_logged_value_and_iqm_over_four_runs(tmp_path):
     sweep = write_sweep(tmp_path)
-    result = aggregate([sweep], "episodic_return", group_by=["agent"], last=1, resamples=1000)
+    with pytest.raises(AnalysisError, match=r"differ in \['agent.lr'\].*--pool-over agent.lr"):
+        aggregate([sweep], "episodic_return", group_by=["agent"], last=1, resamples=1000)
+    result = aggregate([sweep], "episodic_return", group_by=["agent"], last=1, resamples=1000,
+                       pool_over=["agent.lr"])  # fmt: skip
     assert result.metric == "charts/episodic_return"  # the short name found its column
     (row,) = result.finals
     assert row.label == "agent=ppo_lstm" and row.stats["n"] == 4  # the config-group choice
@@ -663,7 +666,11 @@ def test_tables_keep_three_significant_digits_of_small_values():
 def test_a_condition_holding_a_seed_twice_is_reported(tmp_path, capsys):
     sweep = write_sweep(tmp_path)  # agent.lr=0.001 and 0.0003, seeds 0 and 1, all named demo
     out = tmp_path / "results" / "pooled"
-    _, stderr = run_cli([str(sweep), "--group-by", "name", "--out", str(out)], capsys)
+    pooled = [str(sweep), "--group-by", "name", "--out", str(out)]
+    with pytest.raises(SystemExit):  # seeds of different learning rates are not pooled ...
+        run_cli(pooled, capsys)
+    assert "differ in ['agent.lr']" in capsys.readouterr().err
+    _, stderr = run_cli([*pooled, "--pool-over", "agent.lr"], capsys)  # ... unless asked
     repeated = [line for line in stderr.splitlines() if line.startswith("repeated seed:")]
     assert len(repeated) == 2, stderr
     assert "name=demo holds seed 0 2 times" in repeated[0] and "agent.lr=0.001" in repeated[0]

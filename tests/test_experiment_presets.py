@@ -174,11 +174,19 @@ EXPECTED = {
     "cluttered_solo": Expected(CLUTTER_1, run="clutter"),
     "cluttered_experts": Expected(CLUTTER_3, SHARED, run="clutter"),
     "hidden_goal_9x9": Expected(
-        NINE_3, scripted=ORACLES, blind=True, prestige=True, run="hidden_goal",
-        extras=("reward", "action"), tiny=("agent.num_minibatches=2",),
+        NINE_3,
+        scripted=ORACLES,
+        blind=True,
+        prestige=True,
+        run="hidden_goal",
+        extras=("reward", "action"),
+        tiny=("agent.num_minibatches=2",),
     ),  # fmt: skip
     "hidden_goal_9x9_solo": Expected(
-        NINE_1, blind=True, run="hidden_goal", extras=("reward", "action"),
+        NINE_1,
+        blind=True,
+        run="hidden_goal",
+        extras=("reward", "action"),
         tiny=("agent.num_minibatches=2",),
     ),  # fmt: skip
     "refresh_on": Expected(TWO_TILES, run="refresh"),

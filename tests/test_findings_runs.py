@@ -3,6 +3,7 @@ runs, and its evaluations take only the runs whose training ended."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def test_unknown_arms_and_bad_seeds_are_refused_before_anything_runs(tmp_path) -
 def test_analysis_evaluates_finished_runs_only(tmp_path) -> None:
     fake_run(tmp_path / "r2/social/seed_1", 1500, 1500)
     fake_run(tmp_path / "r2/social_long/seed_1", 700, 5000)
-    done = run_results_shell("findings_runs", "r2", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", "r2", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     evaluation = next(line for line in done.stdout.splitlines() if "experts_eval.py" in line)
     assert f"{tmp_path}/r2/social/seed_1" in evaluation
@@ -35,7 +38,9 @@ def test_analysis_evaluates_finished_runs_only(tmp_path) -> None:
 def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_path) -> None:
     for arm in ("social_aux", "alone_aux", "social_autoencoder"):
         fake_run(tmp_path / f"r3/{arm}/seed_1", 1500, 1500)
-    done = run_results_shell("findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
 
@@ -60,7 +65,9 @@ def test_r3_analysis_draws_the_next_view_loss_and_the_social_arms_following(tmp_
 def test_r3_draws_the_coefficient_sweep_beside_arm_a(tmp_path) -> None:
     for arm in ("social_aux", "social_aux_coef1", "social_aux_coef10", "alone_aux"):
         fake_run(tmp_path / f"r3/{arm}/seed_1", 1500, 1500)
-    done = run_results_shell("findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     sweep = [line for line in done.stdout.splitlines()
              if "aggregate.py" in line and "social_r3_sweep_" in line]  # fmt: skip
@@ -75,12 +82,16 @@ def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> Non
     fake_run(tmp_path / "r3/social_aux/seed_1", 1500, 1500)
     fake_run(tmp_path / "r3/social_aux/seed_2", 700, 1500)  # unfinished: not kept
     fake_run(tmp_path / "r3/social_autoencoder/seed_1", 1500, 1500)  # not an R6 agent
-    done = run_results_shell("findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", "r3", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     kept = [line for line in done.stdout.splitlines() if "export_expert.py" in line]
     assert len(kept) == 1 and f"{tmp_path}/r3/social_aux/seed_1 " in kept[0]
     assert kept[0].split()[3] == "experiments/results/social_r6/agents/r3_social_aux_seed_1.pt"
-    done = run_results_shell("findings_runs", "r6", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", "r6", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     played = [line.split()[2] for line in done.stdout.splitlines() if "--transfer" in line]
     root = Path(__file__).resolve().parents[1]
@@ -93,13 +104,17 @@ def test_r3_keeps_its_agents_for_r6_and_r6_plays_the_kept_files(tmp_path) -> Non
     ]
     assert "experiments/results/social_r6/r3_social_aux_seed_1_gc4.csv" in tables
     assert "experiments/results/social_r6/goal_cycle_7x7_3agents_expert_seed0_gc4.csv" in tables
-    assert done.stdout.splitlines()[-1].endswith("r6_plot.py")  # the figure, from the tables
+    assert done.stdout.splitlines()[-1].endswith(
+        "social_r6_transfer.png"
+    )  # the figure, from the tables
 
 
 def test_r5_plays_finished_clones_and_arm_a_kept_agents_alone(tmp_path) -> None:
     fake_run(tmp_path / "r5/bc/seed_1", 1500, 1500)
     fake_run(tmp_path / "r5/bc/seed_2", 700, 1500)  # still training: not played
-    done = run_results_shell("findings_runs", "r5", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", "r5", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     alone = [line for line in done.stdout.splitlines() if "evaluate.py" in line]
     played = [line.split()[2] for line in alone]
@@ -107,14 +122,19 @@ def test_r5_plays_finished_clones_and_arm_a_kept_agents_alone(tmp_path) -> None:
     kept = [Path(p).name for p in played[1:]]
     assert kept == [f"r3_social_aux_seed_{k}.pt" for k in range(1, 6)]  # committed agents
     assert all("_alone.csv" in line and "--partners none" in line for line in alone)
-    assert any(line.endswith("derived_tables.py") for line in done.stdout.splitlines())
+    assert any(
+        line.endswith("derived_tables.py --dir experiments/results")
+        for line in done.stdout.splitlines()
+    )
 
 
 def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path) -> None:
     fake_run(tmp_path / "r7/mixed/seed_1", 1500, 1500)
     fake_run(tmp_path / "r8/eps_0.3/seed_1", 1500, 1500)
     for page in ("r7", "r8"):
-        done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
+        done = run_results_shell(
+            "findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+        )
         assert done.returncode == 0, done.stderr
         curves = [line for line in done.stdout.splitlines() if "aggregate.py" in line]
         own = [line for line in curves if "charts/social/" in line or "charts/solo/" in line
@@ -128,18 +148,31 @@ def test_r7_and_r8_draw_arm_c_from_r3s_committed_curves_and_kept_agents(tmp_path
         assert "alone_aux" not in " ".join(line.split("--borrow")[0] for line in curves)
     played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
     assert not played  # R8 plays no frozen tables
-    assert done.stdout.splitlines()[-1].endswith("derived_tables.py")  # social_r8_vs_experts.csv
-    done = run_results_shell("findings_runs", "r7", out=tmp_path, DRY="1", ANALYSE="1")
+    assert done.stdout.splitlines()[-1].endswith(
+        "derived_tables.py --dir experiments/results"
+    )  # social_r8_vs_experts.csv
+    done = run_results_shell(
+        "findings_runs", "r7", out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     played = [line.split()[2] for line in done.stdout.splitlines() if "evaluate.py" in line]
     assert played[0] == f"{tmp_path}/r7/mixed/seed_1"
     assert [Path(p).name for p in played[1:]] == [f"r3_alone_aux_seed_{k}.pt" for k in range(1, 6)]
-    assert done.stdout.splitlines()[-1].endswith("derived_tables.py")  # social_r7_alone.csv
+    assert done.stdout.splitlines()[-1].endswith(
+        "derived_tables.py --dir experiments/results"
+    )  # social_r7_alone.csv
 
 
 def test_hidden_goal_ends_with_its_pass_rule_table(tmp_path) -> None:
     fake_run(tmp_path / "hidden_goal/ppo_lstm_expert_aux/seed_1", 1500, 1500)
     fake_run(tmp_path / "hidden_goal/ppo_lstm_expert_aux_long/seed_1", 5000, 5000)
-    done = run_results_shell("findings_runs", "hidden_goal", out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs",
+        "hidden_goal",
+        out=tmp_path,
+        DRY="1",
+        ANALYSE="1",
+        RESULTS="experiments/results",
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     following = [line for line in lines if "repeat_expert_excess_agent_0" in line]
@@ -147,15 +180,38 @@ def test_hidden_goal_ends_with_its_pass_rule_table(tmp_path) -> None:
     assert "ppo_lstm_expert_aux_long" in following[0]  # the long seed beside the two arms
     evaluation = next(line for line in lines if "experts_eval.py" in line)
     assert "ppo_lstm_expert_aux_long/seed_1" in evaluation
-    assert lines[-1].endswith("derived_tables.py")  # social_hidden_goal_following.csv
+    assert lines[-1].endswith(
+        "derived_tables.py --dir experiments/results"
+    )  # social_hidden_goal_following.csv
 
 
 @pytest.mark.parametrize(("page", "arm"), [("r5", "full_bc"), ("r7", "full_mixed")])
 def test_full_scale_seeds_are_played_alone_on_the_canonical_map(tmp_path, page, arm) -> None:
     fake_run(tmp_path / f"{page}/{arm}/seed_1", 1500, 1500)
-    done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
+    done = run_results_shell(
+        "findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1", RESULTS="experiments/results"
+    )
     assert done.returncode == 0, done.stderr
     (alone,) = [line for line in done.stdout.splitlines() if f"{page}/{arm}/seed_1 " in line
                 and "evaluate.py" in line]  # fmt: skip
     assert f"social_{page}/{page}_{arm}_seed_1_alone_full.csv" in alone
     assert "--partners none" in alone and "size=7" not in alone  # 13x13 / 250 steps
+
+
+def test_analysis_writes_a_copy_of_the_results_unless_told_to_write_them(tmp_path) -> None:
+    """ANALYSE=1 by default writes its tables under $OUT/analysis/results (a copy of the
+    committed folder): no command of it writes into experiments/results."""
+    for page in ("r2", "r3", "hidden_goal"):
+        done = run_results_shell("findings_runs", page, out=tmp_path, DRY="1", ANALYSE="1")
+        assert done.returncode == 0, done.stderr
+        assert f"analysis into {tmp_path}/analysis/results" in done.stdout
+        written = re.findall(r"--(?:csv|out|table|dir) (\S+)", done.stdout)
+        assert written, done.stdout
+        assert all(w.startswith(str(tmp_path)) for w in written), written
+
+
+def test_dry_social_runs_prints_its_commands_and_runs_nothing(tmp_path) -> None:
+    done = run_results_shell("social_runs", out=tmp_path, DRY="1")
+    assert done.returncode == 0, done.stderr
+    commands = done.stdout.splitlines()
+    assert len(commands) == 12 and all("experiments/train.py -m" in c for c in commands)

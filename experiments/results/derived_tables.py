@@ -1,6 +1,7 @@
 """Tables derived from committed CSVs alone, for numbers the result pages quote.
 
-    python experiments/results/derived_tables.py
+    python experiments/results/derived_tables.py                # the committed tables
+    python experiments/results/derived_tables.py --dir runs/analysis/results   # a copy
 
 - ``popgym_by_memory.csv`` (for ``popgym.md``): per memory core, from ``popgym_summary.csv``, the
   mean over the eight tasks of the MMER means, the sweep's training wall time over its 24 runs
@@ -56,6 +57,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 from collections import defaultdict
 from itertools import pairwise
@@ -459,7 +461,14 @@ def r6_transfer() -> None:
     write(RESULTS / "social_r6_transfer_welch.csv", ("condition", "a", "b", "welch_t", "p"), tests)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global RESULTS
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--dir", type=Path, default=RESULTS,
+        help="the results folder read and written (default: this one, the committed tables)",
+    )  # fmt: skip
+    RESULTS = parser.parse_args(argv).dir.resolve()
     popgym_by_memory()
     experts_correct_share()
     experts_pass_rule()

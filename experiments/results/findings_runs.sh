@@ -21,10 +21,14 @@
 # social_<page>_<metric>_*.csv; and the plans' frozen evaluations alone (R2, R5, R7) or in the
 # transfer envs (R6) into one evaluate.py table per run under social_<page>/. R1's, R3's and R5's
 # analyses also export the agents R6 plays to social_r6/agents/ (committed: run directories may
-# not survive a session), and R6 plays those files. DRY=1 prints them. Every table is merged into
-# the committed one (--merge): the rows and curves of the runs evaluated now replace theirs and
-# those of runs no longer here stay, so an analysis rerun after a session lost some run
-# directories adds the new runs without dropping the old ones.
+# not survive a session), and R6 plays those files. DRY=1 prints them. The tables go to RESULTS,
+# by default $OUT/analysis/results, a fresh copy of experiments/results: the committed tables
+# never change unless RESULTS=experiments/results is given, and the script ends by listing the
+# tables that differ from them. Every table is merged into the existing one (--merge): the rows
+# and curves of the runs evaluated now replace theirs and those of runs no longer here stay, so
+# an analysis rerun after a session lost some run directories adds the new runs without
+# dropping the old ones. aggregate.py refuses to pool runs of one arm whose configs differ
+# beyond the seed (a reduced-budget rerun beside the plan's runs), naming the keys.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/results/lanes.sh
@@ -96,7 +100,10 @@ queue() {  # queue ARM SEEDS: one run per seed (SEEDS comma-separated)
   done
 }
 
-RESULTS=experiments/results
+SCRIPTS=experiments/results  # the analysis scripts and the committed tables
+# Where ANALYSE=1 writes: by default a copy of the committed results folder outside it (the
+# committed tables are never changed by accident); RESULTS=experiments/results updates them.
+RESULTS=${RESULTS:-$OUT/analysis/results}
 EVAL="--episodes 200 --seed 777"
 # alone on the canonical map (13x13 / 250 steps: the full-scale seeds), and on 7x7 / 100 steps
 ALONE_FULL="--transfer MarlGrid-GoalCycle-13x13-v0 --partners none --episodes 200 --greedy --seed 777"
@@ -128,7 +135,7 @@ evaluate() {  # evaluate PAGE [experts_eval options]: the page's finished runs i
   shift
   mapfile -t runs < <(finished "${ARM_DIRS[@]/#/$page/}")
   [[ ${#runs[@]} -gt 0 ]] || { echo "no runs of $page under $OUT/$page" >&2; return 0; }
-  step "$PY $RESULTS/experts_eval.py ${runs[*]} $EVAL $* \
+  step "$PY $SCRIPTS/experts_eval.py ${runs[*]} $EVAL $* \
 --csv $RESULTS/social_${page}_eval.csv --merge"
 }
 
@@ -195,7 +202,7 @@ compare() {  # compare PAGE CSVS WELCH...: t-intervals of return, correct and wr
   for csv in $csvs; do  # a page compared with another waits for the other's evaluation
     [[ -f $csv || -n ${DRY:-} ]] || { echo "skipped social_${page}_compare: no $csv" >&2; return 0; }
   done
-  step "$PY $RESULTS/eval_compare.py $csvs --metric return --metric rewards --metric penalties $* \
+  step "$PY $SCRIPTS/eval_compare.py $csvs --metric return --metric rewards --metric penalties $* \
 --out $RESULTS/social_${page}_compare"
 }
 
@@ -211,9 +218,9 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
     r1)
       evaluate r1
       zero=$(here r1/penalty_0 | tr '\n' ' ')  # the penalty-0 learners, played at 1.5
-      [[ -z $zero ]] || step "$PY $RESULTS/experts_eval.py $zero$EVAL --rule penalty=1.5 \
+      [[ -z $zero ]] || step "$PY $SCRIPTS/experts_eval.py $zero$EVAL --rule penalty=1.5 \
 --csv $RESULTS/social_r1_eval_penalty0_at_1.5.csv --merge"
-      [[ -z $zero ]] || step "$PY $RESULTS/eval_compare.py $RESULTS/social_r1_eval_penalty0_at_1.5.csv \
+      [[ -z $zero ]] || step "$PY $SCRIPTS/eval_compare.py $RESULTS/social_r1_eval_penalty0_at_1.5.csv \
 --metric return --metric rewards --metric penalties --out $RESULTS/social_r1_penalty0_at_1.5"
       compare r1 "$r1" --welch r1/penalty_0 r1/penalty_1.5
       curves r1 r1/penalty_1.5 r1/penalty_0
@@ -234,9 +241,9 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
         r3/social_aux r3/alone_aux r3/social_autoencoder r3/social_aux_coef1 r3/social_aux_coef10
       aux=$(finished r3/social_aux r3/alone_aux r3/social_autoencoder r3/social_aux_coef1 \
         r3/social_aux_coef10 | tr '\n' ' ')  # the cell accuracy's trivial predictors
-      [[ -z $aux ]] || step "$PY $RESULTS/view_chance.py $aux--steps 10000 \
+      [[ -z $aux ]] || step "$PY $SCRIPTS/view_chance.py $aux--steps 10000 \
 --csv $RESULTS/social_r3_view_chance.csv --merge"
-      step "$PY $RESULTS/derived_tables.py"
+      step "$PY $SCRIPTS/derived_tables.py --dir $RESULTS"
       # the coefficient sweep (E) beside A (coefficient 3): return and cell accuracy
       metric_curves r3_sweep "episodic_return losses/next_view/cell_accuracy" "--smooth 5" \
         r3/social_aux r3/social_aux_coef1 r3/social_aux_coef10
@@ -248,7 +255,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       # R3's arm A alone, from its kept agents (its run directories need not be here)
       play r5 alone "$ALONE" "$AGENTS"/r3_social_aux_seed_*.pt
       compare r5 "$r3 $RESULTS/social_r5_eval.csv" --welch r3/social_aux r5/bc
-      step "$PY $RESULTS/derived_tables.py"  # social_r5_settings.csv: both settings, Welch
+      step "$PY $SCRIPTS/derived_tables.py --dir $RESULTS"  # social_r5_settings.csv: both settings, Welch
       curves r5 r5/bc
       metric_curves r5 "losses/bc_accuracy" "--smooth 5" r5/bc
       keep r5/bc ;;
@@ -261,7 +268,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       # the plan's second reading: the mixed runs' training return beside the experts and without
       metric_curves r7_social "charts/social/episodic_return" "--smooth 5" r7/mixed
       metric_curves r7_solo "charts/solo/episodic_return" "--smooth 5" r7/mixed
-      step "$PY $RESULTS/derived_tables.py" ;;  # social_r7_alone.csv, social_r7_training.csv
+      step "$PY $SCRIPTS/derived_tables.py --dir $RESULTS" ;;  # social_r7_alone.csv, social_r7_training.csv
     r8)
       evaluate r8 --partners
       compare r8 "$r3 $RESULTS/social_r8_eval.csv" --welch r8/eps_0.3 r3/alone_aux \
@@ -271,7 +278,7 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       # same runs (the mean of the last 20 logged values each)
       metric_curves r8 "social/return_agent_0 social/return_agent_1 social/return_agent_2" "" \
         r8/eps_0.3 r8/eps_0.6
-      step "$PY $RESULTS/derived_tables.py" ;;  # social_r8_vs_experts.csv
+      step "$PY $SCRIPTS/derived_tables.py --dir $RESULTS" ;;  # social_r8_vs_experts.csv
     hidden_goal)
       evaluate hidden_goal --partners
       compare hidden_goal "$RESULTS/social_hidden_goal_eval.csv" \
@@ -284,13 +291,13 @@ analyse() {  # analyse PAGE: the evaluations its plan names, of the runs that ar
       # chance table's random novice and follower give the same two measures)
       metric_curves hidden_goal "social/expert_distance_agent_0 social/expert_in_view_agent_0" "" \
         "${arms[@]}"
-      step "$PY $RESULTS/derived_tables.py" ;;  # social_hidden_goal_following.csv: the pass rule
+      step "$PY $SCRIPTS/derived_tables.py --dir $RESULTS" ;;  # social_hidden_goal_following.csv: the pass rule
     r6)  # R1's, R3's and R5's agents (kept by their pages' analyses) and the library's two
       # 3-tile experts of the expert recipe, frozen in the transfer envs
       play r6 gc4 "$GC4" "$AGENTS"/*.pt $EXPERTS
       play r6 suite "$SUITE" "$AGENTS"/*.pt $EXPERTS
-      step "$PY $RESULTS/derived_tables.py"  # social_r6_transfer*.csv
-      step "$PY $RESULTS/r6_plot.py" ;;  # social_r6_transfer.png
+      step "$PY $SCRIPTS/derived_tables.py --dir $RESULTS"  # social_r6_transfer*.csv
+      step "$PY $SCRIPTS/r6_plot.py --table $RESULTS/social_r6_transfer_t.csv --baselines $RESULTS/social_r6_baselines.csv --out $RESULTS/social_r6_transfer.png" ;;  # social_r6_transfer.png
   esac
 }
 
@@ -298,7 +305,17 @@ if [[ -n ${ANALYSE:-} ]]; then
   for item in "$@"; do
     [[ $PAGES == *" $item "* || $item == r6 ]] || { echo "ANALYSE takes pages:$PAGES r6" >&2; exit 2; }
   done
+  copy=""
+  if [[ $(realpath -m "$RESULTS") != $(realpath "$SCRIPTS") ]]; then
+    copy=1
+    echo "analysis into $RESULTS (a copy of $SCRIPTS; the committed tables stay as they are)"
+    [[ -n ${DRY:-} ]] || { mkdir -p "$RESULTS" && cp -a "$SCRIPTS/." "$RESULTS/"; }
+  fi
   for item in "$@"; do analyse "$item"; done
+  if [[ -n $copy && -z ${DRY:-} ]]; then
+    echo "tables that differ from the committed ones (RESULTS=$SCRIPTS to write those):"
+    diff -rq "$SCRIPTS" "$RESULTS" | grep -v "^Only in $SCRIPTS" || echo "  none"
+  fi
   exit 0
 fi
 

@@ -4,8 +4,9 @@
 # run at the same time (one core each, torch_threads=1), about 1.5 hours in all. The pages'
 # aggregate and tile_visits.py commands then make their figures and tables.
 #
-#   bash experiments/results/social_runs.sh          # both lanes, then the pages' figures
+#   bash experiments/results/social_runs.sh          # both lanes
 #   LANE=a bash experiments/results/social_runs.sh   # one lane only (LANE=b for the other)
+#   DRY=1 bash experiments/results/social_runs.sh    # print the commands only, run nothing
 #
 # Resumable: every run has its own directory runs/multirun/<preset>/scale=small/seed_<k>;
 # rerunning resumes unfinished runs and skips finished ones. Logs: runs/social_logs/<lane>.log.
@@ -14,15 +15,20 @@ cd "$(dirname "$0")/../.."
 
 PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=1
-RUN="$PY experiments/train.py -m scale=small torch_threads=1 video=false logger.progress=false"
 SEEDS="seed=0,1,2"
-mkdir -p runs/social_logs
+
+run() {  # run TRAIN_ARGS...: one train.py sweep (printed, not run, with DRY set)
+    local cmd=("$PY" experiments/train.py -m "$@")
+    if [[ -n ${DRY:-} ]]; then echo "${cmd[*]}"; else "${cmd[@]}"; fi
+}
+
+RUN="run scale=small torch_threads=1 video=false logger.progress=false"
 
 lane_a() {
     $RUN experiment=cluttered_experts seed=0  # one set of experts for every novice
     $RUN experiment=cluttered_solo $SEEDS
-    local experts
-    experts=$(ls runs/multirun/cluttered_experts/scale=small/seed_0/checkpoints/ckpt_*.pt | tail -n 1)
+    local experts=runs/multirun/cluttered_experts/scale=small/seed_0/checkpoints/NEWEST.pt
+    [[ -n ${DRY:-} ]] || experts=$(ls runs/multirun/cluttered_experts/scale=small/seed_0/checkpoints/ckpt_*.pt | tail -n 1)
     $RUN experiment=cluttered_with_experts $SEEDS "roles.agent_1.checkpoint=\"$experts\""
     $RUN experiment=refresh_off $SEEDS
     $RUN experiment=expert_curriculum_shared $SEEDS
@@ -35,10 +41,14 @@ lane_b() {
     $RUN experiment=blind_novice_with_experts $SEEDS
     $RUN experiment=refresh_on $SEEDS
     $RUN experiment=expert_fixed_penalty_shared $SEEDS
-    $PY experiments/train.py -m name=refresh_tmaze agent.refresh_interval=0,2 $SEEDS video=false \
-        logger.progress=false
+    run name=refresh_tmaze agent.refresh_interval=0,2 $SEEDS video=false logger.progress=false
 }
 
+if [[ -n ${DRY:-} ]]; then  # the commands of the lanes asked for, nothing run
+    case "${LANE:-both}" in a) lane_a ;; b) lane_b ;; *) lane_a; lane_b ;; esac
+    exit 0
+fi
+mkdir -p runs/social_logs
 case "${LANE:-both}" in
     a) lane_a > runs/social_logs/a.log 2>&1 ;;
     b) lane_b > runs/social_logs/b.log 2>&1 ;;

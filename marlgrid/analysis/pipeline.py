@@ -25,6 +25,7 @@ from marlgrid.analysis.runs import (
     Condition,
     Missing,
     Run,
+    check_poolable,
     find_runs,
     group_runs,
 )
@@ -91,6 +92,7 @@ def aggregate(
     seed: int = 0,
     final_value: Callable[[Run], float] | None = None,
     final_definition: str | None = None,
+    pool_over: Sequence[str] = (),
 ) -> Aggregate:
     """Read the runs in ``paths``, group them into conditions and compute, per condition, the
     mean and IQM of ``metric`` over seeds with bootstrap intervals, on a shared step grid and at
@@ -99,7 +101,9 @@ def aggregate(
     A run's final value is the mean of its last ``last`` logged values (unsmoothed), or
     ``final_value(run)`` when given (then ``final_definition`` describes it). ``smooth`` (a
     trailing moving average per run) applies to the curves only. Unfinished runs are left out
-    unless ``include_unfinished``; every run left out and every missing one is listed, and so is
+    unless ``include_unfinished``; the runs of one condition must have the same config but for
+    the seed, bookkeeping and the ``pool_over`` keys (else :class:`AnalysisError` names the
+    keys); every run left out and every missing one is listed, and so is
     every row skipped for a step or ``metric`` cell that is not a number (``skipped``).
     """
     check_options(backend, method, resamples, confidence)
@@ -136,6 +140,8 @@ def aggregate(
         raise CurveError(f"no run has values of {metric!r}: {reasons}")
 
     conditions = group_runs(kept, group_by)
+    for condition in conditions:
+        check_poolable(condition, pool_over)
     grid = step_grid(list(curves.values()), points)
     options = {"backend": backend, "method": method, "resamples": resamples,
                "confidence": confidence, "seed": seed}  # fmt: skip

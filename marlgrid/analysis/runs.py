@@ -19,7 +19,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -137,6 +137,48 @@ def group_runs(runs: Sequence[Run], group_by: Sequence[str] = ()) -> list[Condit
         members = sorted(groups[key], key=lambda r: (r.seed is None, r.seed or 0, str(r.path)))
         out.append(Condition(key, label, members))
     return out
+
+
+#: config keys that may differ between the seeds of one condition: the seed, bookkeeping that
+#: does not change what is trained (resume, extend, logging, videos, torch threads)
+PER_RUN_KEYS = ("seed", "resume", "extend", "torch_threads", "video", "video_every", "logger")
+
+
+def config_differences(
+    configs: Sequence[Mapping[str, Any]], allowed: Sequence[str] = ()
+) -> list[str]:
+    """The dotted config keys whose values differ between ``configs`` (runs to be pooled as
+    one condition), :data:`PER_RUN_KEYS` and the ``allowed`` keys (and what lies below them)
+    aside."""
+    flat = [_flatten(c) for c in configs]
+    keys = sorted({k for f in flat for k in f})
+    free = (*PER_RUN_KEYS, *allowed)
+    kept = [k for k in keys if not any(k == p or k.startswith(p + ".") for p in free)]
+    return [k for k in kept if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+
+
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def check_poolable(condition: Condition, pool_over: Sequence[str] = ()) -> None:
+    """Refuse to pool a condition's runs whose configs differ beyond :data:`PER_RUN_KEYS` and
+    ``pool_over`` (e.g. a reduced-budget rerun beside the full runs): :class:`AnalysisError`
+    names the keys."""
+    differ = config_differences([r.config for r in condition.runs if r.config], pool_over)
+    if differ:
+        runs = [str(r.path) for r in condition.runs]
+        raise AnalysisError(
+            f"condition {condition.label!r}: its runs' configs differ in {differ}, so they are "
+            f"not seeds of one condition; analyse them apart, or pool them on purpose with "
+            f"--pool-over {','.join(differ)} (runs: {runs})"
+        )
 
 
 def lookup(run: Run, key: str) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from marlgrid.analysis.report import read_curves_csv, write_csv
+from marlgrid.analysis.runs import config_differences
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
@@ -48,7 +49,6 @@ ARM_SETTING = {
     "social_7x7": "7x7_100_p0.5",
     "solo_7x7": "7x7_100_p0.5",
 }
-PER_RUN_KEYS = {"seed", "resume", "extend"}  # may differ between the seeds of one arm
 OUTPUTS = ("pass_rule.csv", "curves_9x9.png", "curves_7x7.png")  # eval.csv and kept/ merge
 
 
@@ -78,22 +78,11 @@ def bars(path: Path) -> dict[str, tuple[float, float]]:
 
 
 def check_poolable(runs: Sequence[Path]) -> None:
-    """Exit naming the keys where the configs of one arm's runs differ beyond the seed."""
-    configs = [_flat(json.loads((r / "config.json").read_text())) for r in runs]
-    keys = sorted({k for c in configs for k in c} - PER_RUN_KEYS)
-    differ = [k for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
+    """Exit naming the keys where the configs of one arm's runs differ beyond the seed and
+    bookkeeping (:func:`marlgrid.analysis.runs.config_differences`)."""
+    differ = config_differences([json.loads((r / "config.json").read_text()) for r in runs])
     if differ:
         sys.exit(f"refusing to pool {[str(r) for r in runs]}: their configs differ in {differ}")
-
-
-def _flat(config: dict, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 KEEP_EVERY, KEEP_LAST, LOG_TAIL = 10, 100, 20
@@ -103,8 +92,9 @@ def keep(run_dir: Path, kept: Path) -> None:
     """Copy what the page needs of a finished run into ``kept`` (module docstring)."""
     kept.mkdir(parents=True, exist_ok=True)
     (kept / "config.json").write_text((run_dir / "config.json").read_text())
-    lines = (run_dir / "train.log").read_text(errors="replace").splitlines()[-LOG_TAIL:]
-    (kept / "train.log").write_text("\n".join(lines) + "\n")
+    log = run_dir / "train.log"
+    lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL:] if log.is_file() else []
+    (kept / "train.log").write_text("".join(f"{line}\n" for line in lines))
     with (run_dir / "metrics.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     columns = ["step", *[c for c in CURVES.values() if rows and c in rows[0]]]
