@@ -329,3 +329,24 @@ def test_the_memory_estimate_covers_a_run_and_is_within_3x_of_it(env, num_envs, 
     assert grown <= estimate <= 3 * grown, (
         f"estimate {estimate / 2**20:.0f} MiB, grown {grown / 2**20:.0f} MiB"
     )
+
+
+@pytest.mark.parametrize("hidden", [2_000_000, 100_000_000])
+def test_a_huge_next_view_decoder_is_refused_naming_its_option(tmp_path, hidden):
+    """The issue's reproducers: ``options: {hidden: 2000000}`` filled 24 GB and was killed,
+    ``100000000`` gave a traceback. A loss term's head is sized with the run, before it is
+    built, and the refusal names the option."""
+    terms = [{"name": "next_view", "coef": 3.0, "options": {"hidden": hidden}}]
+    agent = PPOConfig(num_steps=8, chunk_len=4, num_minibatches=2, update_epochs=1,
+                      aux_losses=terms)  # fmt: skip
+    message = _refused(_tiny(agent=agent), tmp_path / "run", r"options\.hidden=")
+    assert "next_view" in message and str(hidden) in message
+
+
+def test_a_next_view_decoder_of_the_default_size_is_counted_and_fits(tmp_path):
+    terms = [{"name": "next_view", "coef": 3.0, "options": {}}]
+    agent = PPOConfig(num_steps=8, chunk_len=4, num_minibatches=2, update_epochs=1,
+                      aux_losses=terms)  # fmt: skip
+    needs = estimate_memory(_tiny(agent=agent))
+    head = [n for n in needs if "extra head 'next_view'" in n.what]
+    assert len(head) == 1 and 0 < head[0].nbytes < 2**30

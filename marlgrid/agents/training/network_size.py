@@ -16,7 +16,14 @@ from marlgrid.agents.arrays import alloc_obs
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.models import Torso
 
-__all__ = ["MEMORY_WIDTH", "NetSize", "network_size", "num_actions", "observation_bytes"]
+__all__ = [
+    "MEMORY_WIDTH",
+    "NetSize",
+    "head_size",
+    "network_size",
+    "num_actions",
+    "observation_bytes",
+]
 
 #: floats of the memory core's activations per sample, per unit of ``hidden_size``
 MEMORY_WIDTH = 6
@@ -87,3 +94,22 @@ def network_size(net: NetworkConfig, obs_space: spaces.Space, act_space: spaces.
     width = inputs + sum(outs) + MEMORY_WIDTH * hidden + state_size + head_width
     peak = inputs + 4 * max(outs, default=0) + (outs[-1] if outs else 0) + 4 * hidden + state_size
     return NetSize(params + head_params, state_size, float(width), float(peak + head_width))
+
+
+def head_size(
+    spec: Mapping[str, Any], input_size: int, act_space: spaces.Space
+) -> tuple[float, float]:
+    """Parameters and activation floats per sample of one extra head (``{kind, options}``, as
+    ``NetworkConfig.extra_heads`` holds it), built on the meta device (nothing allocated,
+    whatever its sizes); a head that cannot be built there counts as none (its build then
+    raises the config error)."""
+    from marlgrid.agents.networks.registry import HEADS
+
+    try:
+        with torch.device("meta"):
+            head = HEADS[spec["kind"]](input_size, act_space, **dict(spec.get("options", {})))
+    except (KeyError, RuntimeError, ValueError, TypeError, OverflowError):
+        return 0.0, 0.0
+    params = float(sum(p.numel() for p in head.parameters()))
+    width = float(sum(m.out_features for m in head.modules() if isinstance(m, torch.nn.Linear)))
+    return params, width

@@ -50,10 +50,12 @@ from typing import Any
 
 from gymnasium import spaces
 
+from marlgrid.agents.algorithms.losses import with_term_heads
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.network_size import (
     NetSize,
+    head_size,
     network_size,
     num_actions,
     observation_bytes,
@@ -166,6 +168,45 @@ def _network_needs(what: str, use: _Use, net: NetSize, copies: int) -> list[Need
         Need(f"the {what}", net.params * 4 * copies, (use.hidden,)),
         Need(f"acting for the {what}", use.slots * per_slot, use.per_sample),
     ]
+
+
+def _extra_head_needs(key: str, cfg: Any, use: _Use) -> list[Need]:
+    """The extra heads of a learner (its network's and those its loss terms declare): their
+    parameter-sized tensors and one minibatch's activations, each growing with the head's
+    largest size option (e.g. the next-view decoder's ``hidden``)."""
+    terms = getattr(cfg, "aux_losses", None) or []
+    network = with_term_heads(cfg.network, terms, use.observation_space, use.action_space,
+                              f"{key}.aux_losses", f"{key}.network")  # fmt: skip
+    own = set(cfg.network.extra_heads)
+    samples = use.slots * getattr(cfg, "num_steps", 1) / max(getattr(cfg, "num_minibatches", 1), 1)
+    needs = []
+    for name, spec in network.extra_heads.items():
+        params, width = head_size(spec, cfg.network.hidden_size, use.action_space)
+        nbytes = params * 4 * TRAIN_COPIES + samples * width * 4 * TRAIN_FACTOR
+        sizes = {k: v for k, v in dict(spec.get("options", {})).items()
+                 if isinstance(v, int) and not isinstance(v, bool)}  # fmt: skip
+        where = (f"{key}.network.extra_heads.{name}.options" if name in own
+                 else f"{key}.aux_losses (head {name}).options")  # fmt: skip
+        if sizes:
+            option = max(sizes, key=lambda k: sizes[k])
+            grows = (Growth(f"{where}.{option}", sizes[option], _head_default(spec, option)),)
+        else:
+            grows = (use.hidden,)
+        needs.append(Need(f"the extra head {name!r} of {key}", nbytes, grows))
+    return needs
+
+
+def _head_default(spec: Mapping[str, Any], option: str) -> int:
+    """The default of a head kind's size option (1 where it has none)."""
+    import inspect
+
+    from marlgrid.agents.networks.registry import HEADS
+
+    try:
+        default = inspect.signature(HEADS[spec["kind"]]).parameters[option].default
+    except (KeyError, TypeError, ValueError):
+        return 1
+    return default if isinstance(default, int) and default > 0 else 1
 
 
 def _rollout_needs(key: str, cfg: Any, use: _Use, net: NetSize, columns: int,
@@ -330,6 +371,7 @@ def estimate_memory(cfg: TrainConfig, configs: Mapping[str, Any] | None = None) 
         net = network_size(c.network, use.observation_space, use.action_space, heads)
         needs += _network_needs(f"networks of {key}", use, net, TRAIN_COPIES)
         needs += ESTIMATORS.get(c.algo, lambda *_: [])(key, c, use, net)
+        needs += _extra_head_needs(key, c, use)
     loaded: dict[tuple[str, str], Growth] = {}  # saved learner -> its size, counted once
     for s in streams:
         for agent, role in s.roles.items():
