@@ -51,7 +51,8 @@ for run in find_runs(sys.argv[1:]).runs:
 
 study_queue() {  # study_queue STUDY ARM[:SEEDS]...: queue a study's arms and play them.
   # The caller sets ARMS ("arm|seeds|overrides" entries), COMMON (overrides of every run), PY
-  # and OUT. Each run: $OUT/STUDY/<arm>/seed_<k> (resumable), named STUDY_<arm>, its log
+  # and OUT; @SEED@ in an arm's overrides becomes the run's seed (e.g. a per-seed init_from).
+  # Each run: $OUT/STUDY/<arm>/seed_<k> (resumable), named STUDY_<arm>, its log
   # $OUT/STUDY/logs/<arm>.seed_<k>.log. With no ARM, lists the arms and returns 2.
   local study=$1 request arm found entry name seeds args seed
   shift
@@ -71,7 +72,7 @@ study_queue() {  # study_queue STUDY ARM[:SEEDS]...: queue a study's arms and pl
     for seed in ${seeds//,/ }; do
       [[ $seed =~ ^[0-9]+$ ]] || { echo "seed '$seed' of arm '$arm' must be a whole number" >&2; return 2; }
       lane_add "$OUT/$study/logs/$arm.seed_$seed.log" \
-        "$PY experiments/train.py $args name=${study}_$arm seed=$seed $COMMON \
+        "$PY experiments/train.py ${args//@SEED@/$seed} name=${study}_$arm seed=$seed $COMMON \
 hydra.run.dir=$OUT/$study/$arm/seed_$seed"
     done
   done

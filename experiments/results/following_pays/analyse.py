@@ -48,8 +48,13 @@ ARM_SETTING = {
     "social_aux": "9x9_150_p0.5",
     "social_7x7": "7x7_100_p0.5",
     "solo_7x7": "7x7_100_p0.5",
+    "social_7x7_rl": "7x7_100_p0.5",
+    "social_to_1.5": "9x9_150_p1.5",
+    "social_p1.5": "9x9_150_p1.5",
 }
-OUTPUTS = ("pass_rule.csv", "curves_9x9.png", "curves_7x7.png")  # eval.csv and kept/ merge
+#: arms whose final policies are kept (the start of social_to_1.5)
+EXPORTED = ("social",)
+OUTPUTS = ("pass_rule.csv", *(f"curves_{s}.png" for s in dict.fromkeys(ARM_SETTING.values())))
 
 
 def controls(path: Path) -> dict[tuple[str, str], dict[str, float]]:
@@ -100,6 +105,10 @@ def keep(run_dir: Path, kept: Path) -> None:
     columns = ["step", *[c for c in CURVES.values() if rows and c in rows[0]]]
     chosen = [r for i, r in enumerate(rows) if i % KEEP_EVERY == 0 or i >= len(rows) - KEEP_LAST]
     write_csv(kept / "metrics.csv", columns, [[r[c] for c in columns] for r in chosen])
+    if kept.parent.name in EXPORTED and not (kept / "agent.pt").exists():
+        note = f"following_pays {kept.parent.name} {kept.name}: the final policy"
+        run([sys.executable, "experiments/export_expert.py", str(run_dir),
+             str(kept / "agent.pt"), "--note", note])  # fmt: skip
 
 
 def finished(runs: Sequence[Path]) -> list[Path]:
@@ -222,11 +231,10 @@ def main(argv: list[str] | None = None) -> None:
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
     write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))
-    for size in ("9x9", "7x7"):
-        shown = [a for a in arms if ARM_SETTING[a].startswith(size)]
-        if shown:
-            figure(shown, args.out, table)
-            (args.out / "curves.png").rename(args.out / f"curves_{size}.png")
+    for setting in dict.fromkeys(ARM_SETTING[a] for a in arms):
+        shown = [a for a in arms if ARM_SETTING[a] == setting]
+        figure(shown, args.out, table)
+        (args.out / "curves.png").rename(args.out / f"curves_{setting}.png")
 
 
 if __name__ == "__main__":
