@@ -32,9 +32,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path, help="the expert file to write (.pt)")
     parser.add_argument("--learners", nargs="+", help="learners to keep (default: all)")
     parser.add_argument("--note", help="a line stored in the file (what it is, how it was made)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing file at out (never by default)",
+    )
     args = parser.parse_args(argv)
     if args.out.suffix != ".pt":
         parser.error(f"out must end in .pt, got {args.out}")
+    if args.out.exists() and not args.overwrite:
+        raise SystemExit(
+            f"error: refusing to overwrite the existing file {args.out}; pass --overwrite to "
+            "replace it, or choose another path"
+        )
     try:
         source = SavedRun(args.target).checkpoint
         written = export_policies(source, args.out, args.learners, args.note)

@@ -369,12 +369,29 @@ def test_export_refuses_a_bad_checkpoint_and_writes_nothing(saved, tmp_path, nam
     assert not out.exists() and not (tmp_path / "experts").exists()
 
 
+def test_export_py_never_overwrites_an_existing_file_unless_asked(saved, tmp_path):
+    from experiments.export_expert import main as export_main
+
+    out = tmp_path / "library" / "expert.pt"
+    export_main([str(saved["expert_run"]), str(out)])
+    before = out.read_bytes()
+    with pytest.raises(SystemExit, match="refusing to overwrite the existing file"):
+        export_main([str(saved["expert_run"]), str(out), "--note", "another"])
+    assert out.read_bytes() == before
+    export_main([str(saved["expert_run"]), str(out), "--note", "another", "--overwrite"])
+    assert out.read_bytes() != before
+
+
 def test_export_py_never_overwrites_a_run_s_checkpoint_and_the_run_resumes(saved, tmp_path):
     run = tmp_path / "expert"
     shutil.copytree(saved["expert_run"], run)
     newest = sorted((run / "checkpoints").glob("ckpt_*.pt"))[-1]
     before = newest.read_bytes()
     line = _one_line_error(_script("export_expert.py", [str(run), str(newest)], tmp_path))
+    assert "refusing to overwrite the existing file" in line, line
+    line = _one_line_error(
+        _script("export_expert.py", [str(run), str(newest), "--overwrite"], tmp_path)
+    )
     assert "is the checkpoint being exported" in line, line
     assert newest.read_bytes() == before
     from experiments.export_expert import main as export_main

@@ -162,7 +162,7 @@ keep() {  # keep FOLDER...: export each finished run's policy for R6 to social_r
   local run name
   for run in $(finished "$@"); do
     name=${run#"$OUT"/}
-    step "$PY experiments/export_expert.py $run $AGENTS/${name//\//_}.pt --note 'R6 agent: $name'"
+    step "$PY experiments/export_expert.py $run $AGENTS/${name//\//_}.pt --overwrite --note 'R6 agent: $name'"
   done
 }
 

@@ -428,6 +428,11 @@ def test_network_chosen_by_config() -> None:
         ),
         ({"aux_losses": [{"name": "test_feature_l2", "weight": 1}]}, r"unknown keys \['weight'\]"),
         ({"aux_losses": [{"name": "test_feature_l2", "coef": "x"}]}, r"aux_losses\[0\]\.coef"),
+        (
+            {"aux_losses": [{"name": "test_feature_l2", "coef": -0.5}]},
+            r"aux_losses\[0\]\.coef must be in \[0, 10000\] \(a negative one maximises",
+        ),
+        ({"aux_losses": [{"name": "test_feature_l2", "coef": 1e300}]}, r"\[0\]\.coef must be in"),
         ({"aux_losses": [{"name": "test_feature_l2", "options": 3}]}, r"\[0\]\.options"),
         ({"aux_losses": {"name": "test_feature_l2"}}, r"agent\.aux_losses must be a list"),
         (

@@ -156,6 +156,10 @@ def test_a_dropout_step_takes_the_expert_out_of_the_novices_view():
 
 
 BAD_SETTINGS = [
+    # fractions that round to no solo env or to all of them (16 envs), and a step that never comes
+    (r"mixed.solo_fraction=0.01 gives 0 of 4 envs", {"mixed": MixedConfig(solo_fraction=0.01)}),
+    (r"mixed.solo_fraction=0.99 gives all 4 envs", {"mixed": MixedConfig(solo_fraction=0.99)}),
+    (r"dropout.step=6 never comes: .* end at step 6", {"dropout": DropoutConfig(step=6)}),
     (r"mixed.solo_fraction must be .*\[0, 1\).* got 1", {"mixed": MixedConfig(1.0)}),
     (r"mixed.solo_fraction .* got -0.25", {"mixed": MixedConfig(-0.25)}),
     (r"dropout.rate .* got 1.5", {"dropout": DropoutConfig(rate=1.5)}),

@@ -120,6 +120,9 @@ class LossTerm(Protocol):
     ) -> tuple[Tensor, Mapping[str, Tensor | float]]: ...
 
 
+#: the largest coefficient a term may have (the built-in terms use 0.1 to 10)
+MAX_COEF = 1e4
+
 #: term name -> class (or factory) ``(net, **options) -> LossTerm``
 LOSS_TERMS: dict[str, Callable[..., LossTerm]] = {}
 
@@ -222,8 +225,8 @@ def check_aux_losses(
 ) -> None:
     """Raise :class:`~marlgrid.config.ConfigError` naming ``<key>[i]...`` for a bad entry: not a
     ``{name, coef, options}`` mapping, an unregistered name, a name used twice or one of
-    ``reserved`` (the algorithm's own log names), a non-finite coefficient, options that are
-    not a mapping."""
+    ``reserved`` (the algorithm's own log names), a coefficient outside ``[0, MAX_COEF]``, options
+    that are not a mapping."""
     if isinstance(entries, str | Mapping) or not isinstance(entries, Sequence):
         raise ConfigError(f"{key} must be a list of {{name, coef, options}}, got {entries!r}")
     seen: set[str] = set()
@@ -238,7 +241,12 @@ def check_aux_losses(
         if name in seen:
             raise ConfigError(f"{at}.name {name!r} is configured twice")
         seen.add(name)
-        check_float(f"{at}.coef", entry.get("coef", 1.0))
+        coef = check_float(f"{at}.coef", entry.get("coef", 1.0))
+        if not 0.0 <= coef <= MAX_COEF:
+            raise ConfigError(
+                f"{at}.coef must be in [0, {MAX_COEF:g}] (a negative one maximises the term's "
+                f"loss; a huge one swamps the algorithm's own and diverges), got {coef!r}"
+            )
         check_options = getattr(LOSS_TERMS[name], "check_options", None)
         if check_options is not None:
             check_options(dict(entry.get("options", {})), f"{at}.options")

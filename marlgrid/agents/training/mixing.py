@@ -98,6 +98,21 @@ def solo_env_count(fraction: float, num_envs: int) -> int:
     return min(num_envs, math.floor(fraction * num_envs + 0.5))
 
 
+def _check_solo_count(key: str, fraction: float, n_solo: int, num_envs: int) -> None:
+    """Refuse a fraction that rounds to no solo env or to all of them, naming what it gives."""
+    if n_solo == 0:
+        raise ConfigError(
+            f"{key}={fraction} gives 0 of {num_envs} envs without the experts (rounded half "
+            f"up): use at least {0.5 / num_envs:.4g} for one, or 0 for none"
+        )
+    if n_solo == num_envs:
+        raise ConfigError(
+            f"{key}={fraction} gives all {num_envs} envs without the experts (rounded half "
+            f"up), which 1.0 is refused for: use less than {(num_envs - 0.5) / num_envs:.4g} to "
+            f"keep one env with them"
+        )
+
+
 @dataclass
 class AbsencePlan:
     """What leaves one stream's envs: ``solo`` ``(N,)`` envs without ``mixed_columns`` (env
@@ -139,11 +154,19 @@ def plan_absence(
     if mixed_active(mixed):
         names = _leaving_agents(f"{where}mixed.agents", mixed.agents, roles, agents)
         n_solo = solo_env_count(mixed.solo_fraction, vec.num_envs)
+        _check_solo_count(f"{where}mixed.solo_fraction", mixed.solo_fraction, n_solo, vec.num_envs)
         plan.solo[:n_solo] = True
         plan.mixed_columns = [agents.index(a) for a in names]
         if n_solo:
             vec.set_absent_at_reset(list(range(n_solo)), names)
     if dropout_active(dropout):
+        rules = getattr(vec.engine, "rules", None)
+        max_steps = getattr(rules, "max_steps", None)
+        if dropout.step is not None and max_steps is not None and dropout.step >= max_steps:
+            raise ConfigError(
+                f"{where}dropout.step={dropout.step} never comes: this stream's episodes end at "
+                f"step {max_steps}; give a step below {max_steps}"
+            )
         names = _leaving_agents(f"{where}dropout.agents", dropout.agents, roles, agents)
         plan.dropout_columns = [agents.index(a) for a in names]
         plan.rate, plan.step = float(dropout.rate), dropout.step
