@@ -70,3 +70,24 @@ def test_make_optimizer() -> None:
     assert isinstance(make_optimizer(net.parameters(), "rmsprop", 1e-3, 1e-5), torch.optim.RMSprop)
     with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
         make_optimizer(net.parameters(), "sgd", 1e-3, 1e-5)
+
+
+def test_fused_adam_steps_right_with_a_non_contiguous_gradient():
+    """torch's CPU fused Adam updates wrongly from a non-contiguous gradient, silently; the
+    project's optimizer makes such gradients contiguous before every step."""
+    import torch
+
+    from marlgrid.agents.optim import make_optimizer
+
+    torch.manual_seed(0)
+    ours = torch.nn.Parameter(torch.randn(3, 4))
+    reference = torch.nn.Parameter(ours.detach().clone())
+    grad = torch.randn(4, 3).t()  # a (3, 4) view with transposed strides
+    assert not grad.is_contiguous()
+    a = make_optimizer([ours], "adam", lr=0.1, eps=1e-8)
+    b = torch.optim.Adam([reference], lr=0.1, eps=1e-8, foreach=False)
+    for _ in range(3):
+        ours.grad, reference.grad = grad, grad.contiguous()
+        a.step()
+        b.step()
+    torch.testing.assert_close(ours, reference)
