@@ -131,7 +131,7 @@ CORRUPTIONS = {
     "no_config": (_no_config, r"learners\.main has no 'config' entry \(its entries are \[.*'net'"),
     "no_learners": (
         _no_learners,
-        r"holds no 'learners' entry of learner states \(its entries are \['format'",
+        r"holds no 'learners' entry of learner states \(its entries are \[.*'format'",
     ),
     "unknown_algo": (_unknown_algo, r"learners\.main\.config: unknown learner algorithm 'sarsa'; "),
     "unknown_key": (_unknown_key, r"learners\.main\.config: PPOConfig has no fields \['bogus'\]"),
@@ -145,8 +145,14 @@ CORRUPTIONS = {
 
 
 def _corrupt(source: Path, target: Path, how) -> Path:
+    """A copy of ``source`` whose payload ``how`` changed, written with a digest of the changed
+    content (a file written that way, not damaged later: the checks below the digest's)."""
+    from marlgrid.agents.training.checkpoint import DIGEST_KEY, content_digest
+
     payload = torch.load(source, map_location="cpu", weights_only=True)
     how(payload)
+    if isinstance(payload, dict) and DIGEST_KEY in payload:
+        payload[DIGEST_KEY] = content_digest(payload)
     target.parent.mkdir(parents=True, exist_ok=True)
     torch.save(payload, target)
     return target
@@ -409,3 +415,23 @@ def test_export_py_never_overwrites_a_run_s_checkpoint_and_the_run_resumes(saved
     cfg.total_timesteps, cfg.extend = 32, True
     train(cfg, run)  # resumes from its own checkpoint and trains on
     assert list_checkpoints(run / "checkpoints")[-1].name == "ckpt_000000002.pt"
+
+
+def test_an_exported_expert_with_flipped_bytes_is_refused(saved, tmp_path):
+    """The issue's reproducer: 64 flipped bytes in the weights of an exported expert loaded
+    silently (16 weights changed, all finite). Files now carry a digest checked on load."""
+    from experiments.export_expert import main as export_main
+    from marlgrid.agents.training.checkpoint import DIGEST_KEY, CheckpointError, load_checkpoint
+
+    out = tmp_path / "expert.pt"
+    export_main([str(saved["expert_run"]), str(out)])
+    payload = load_checkpoint(out)
+    assert len(payload[DIGEST_KEY]) == 64
+    raw = bytearray(out.read_bytes())
+    start = len(raw) // 2  # inside the tensor data, far from the pickled header
+    for i in range(64):
+        raw[start + 7 * i] ^= 0x01
+    bad = tmp_path / "flipped.pt"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="does not match the digest it was written with"):
+        load_checkpoint(bad)

@@ -7,6 +7,7 @@ evaluation and :func:`export_policies` all read learners through it.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import re
 from collections.abc import Iterable
@@ -57,9 +58,46 @@ def save_checkpoint(
 
 
 def write_atomically(target: Path, payload: dict[str, Any]) -> Path:
-    """``torch.save`` ``payload`` (with the format number) to ``target`` through a temporary
-    file in the same folder, flushed and renamed: ``target`` is never left partly written."""
-    return replace_atomically(target, lambda f: torch.save({"format": FORMAT, **payload}, f))
+    """``torch.save`` ``payload`` (with the format number and its :func:`content_digest`) to
+    ``target`` through a temporary file in the same folder, flushed and renamed: ``target`` is
+    never left partly written."""
+    full = {"format": FORMAT, **{k: v for k, v in payload.items() if k != DIGEST_KEY}}
+    full[DIGEST_KEY] = content_digest(full)
+    return replace_atomically(target, lambda f: torch.save(full, f))
+
+
+#: the payload entry holding the SHA-256 of the rest (checked on load; files written before it
+#: existed have none and load as before)
+DIGEST_KEY = "content_sha256"
+
+
+def content_digest(payload: Any) -> str:
+    """SHA-256 of a checkpoint payload's content (every tensor's dtype, shape and bytes and
+    every plain value, in a fixed order), leaving out :data:`DIGEST_KEY`."""
+    digest = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            digest.update(b"{")
+            for key in sorted(value, key=repr):
+                if key != DIGEST_KEY:
+                    digest.update(repr(key).encode())
+                    feed(value[key])
+            digest.update(b"}")
+        elif isinstance(value, list | tuple):
+            digest.update(b"[" if isinstance(value, list) else b"(")
+            for item in value:
+                feed(item)
+            digest.update(b"]")
+        else:
+            digest.update(f"{type(value).__name__}:{value!r};".encode())
+
+    feed(payload)
+    return digest.hexdigest()
 
 
 #: learner-state entries only training needs: an exported policy leaves them out
@@ -201,6 +239,12 @@ def load_checkpoint(
             f"checkpoint {path} has format {payload['format']!r}; this version of marlgrid reads "
             f"format {FORMAT} only (older networks are laid out differently). "
             "Retrain, or use another run name (name=...) or resume=false to start over"
+        )
+    if DIGEST_KEY in payload and content_digest(payload) != payload[DIGEST_KEY]:
+        raise CheckpointError(
+            f"checkpoint {path}: its content does not match the digest it was written with "
+            f"({DIGEST_KEY}): the file was altered or damaged after it was saved. Do not use "
+            "it; resume from an older checkpoint or export the expert again"
         )
     if expected_config is not None:
         diff = first_difference(payload.get("identity", {}), expected_config, defaults=defaults)
