@@ -293,3 +293,26 @@ def test_an_observer_sees_every_step_before_and_after_the_env():
     returns = rollout.pop_returns()
     assert counter.before == counter.after == 50
     assert counter.paid == pytest.approx(float(returns.sum())) and counter.paid > 0
+
+
+def test_a_stream_inherits_the_main_env_agent_settings_unless_it_sets_its_own(tmp_path):
+    """The README's streams example: the main env gives every agent its last reward
+    (``extras: [reward]``); a stream that sets no agent settings gets the same, so one learner
+    sees the same inputs in both. A stream that sets other ones is refused, naming the fix."""
+    main = EnvConfig(GOAL_CYCLE_3, num_envs=2, settings={"agent": {"extras": ["reward"]}})
+    roles = {
+        "agent_0": RoleConfig(),
+        "agent_1": RoleConfig("scripted", policy="oracle"),
+        "agent_2": RoleConfig("scripted", policy="oracle"),
+    }
+    solo = StreamConfig(env=EnvConfig(GOAL_CYCLE_1, num_envs=2))
+    cfg = quiet(env=main, roles=roles, total_timesteps=256, streams={"solo": solo})
+    trainer = Trainer(cfg, tmp_path / "run")
+    trainer.run()
+    assert trainer.global_step >= 256
+    own = EnvConfig(GOAL_CYCLE_1, num_envs=2, settings={"agent": {"extras": []}})
+    cfg = quiet(env=main, roles=roles, total_timesteps=256,
+                streams={"solo": StreamConfig(env=own)})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"give streams\.solo\.env\.settings\.agent the main"):
+        Trainer(cfg, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()

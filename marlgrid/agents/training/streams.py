@@ -29,7 +29,7 @@ A two-stream run, in full::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -197,7 +197,9 @@ def build_streams(
     setting that a stream cannot honour raises :class:`~marlgrid.config.ConfigError` here,
     before anything is written."""
     specs = [(MAIN_STREAM, StreamConfig(cfg.env, cfg.roles, cfg.mixed, cfg.dropout))]
-    specs += list(map(_named_stream, cfg.streams.items()))
+    specs += [
+        (n, _inheriting(spec, cfg.env)) for n, spec in map(_named_stream, cfg.streams.items())
+    ]
     streams: list[EnvStream] = []
     shared: dict[str, Any] = {}
     for name, spec in specs:
@@ -236,6 +238,18 @@ def build_streams(
     return streams, joins
 
 
+def _inheriting(spec: StreamConfig, main: Any) -> StreamConfig:
+    """``spec`` with the main env's shared agent settings (``env.settings.agent``: extras,
+    view, observation kind) where the stream sets none of its own, so that a learner sees the
+    same inputs in every stream (per-agent ``agents`` settings are not inherited: agent numbers
+    differ between envs)."""
+    shared = dict(main.settings or {}).get("agent")
+    if shared is None or "agent" in (spec.env.settings or {}):
+        return spec
+    env = replace(spec.env, settings={**dict(spec.env.settings or {}), "agent": shared})
+    return replace(spec, env=env)
+
+
 def _check_shared_spaces(streams: list[EnvStream]) -> None:
     """A learner driven in several streams must see the same spaces in each."""
     seen: dict[str, tuple[str, str, str]] = {}  # learner -> (stream, observation, action space)
@@ -253,7 +267,9 @@ def _check_shared_spaces(streams: list[EnvStream]) -> None:
                     f"streams.{stream.name}: learner {role.learner!r} drives {agent} with "
                     f"observations {spaces[0]} and actions {spaces[1]}, but in stream "
                     f"{first[0]!r} with {first[1]} and {first[2]}; a shared learner needs the "
-                    "same spaces in every stream"
+                    f"same spaces in every stream: give streams.{stream.name}.env.settings.agent "
+                    "the main env's agent settings (extras, view_size, observation), or leave it "
+                    "out to inherit them"
                 )
 
 
