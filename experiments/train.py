@@ -68,10 +68,12 @@ from marlgrid.agents.training.curriculum import ScheduleConfig
 from marlgrid.agents.training.extend import run_to_extend
 from marlgrid.agents.training.launch import resolve_paths
 from marlgrid.agents.training.run_dir import (
+    DiskFullError,
     RunLockedError,
     StopRequest,
     job_subdir,
     remove_fresh_dirs,
+    replace_atomically,
 )
 from marlgrid.agents.training.sweep_stop import SweepStop, mark, marked_signal
 from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer
@@ -111,8 +113,9 @@ class SaveHydraConfig(Callback):
             "hydra.yaml": hydra_cfg,
             "overrides.yaml": OmegaConf.create(list(HydraConfig.get().overrides.task)),
         }
-        for name, node in files.items():
-            (out / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
+        for name, node in files.items():  # atomically: a full disk leaves no empty file
+            text = OmegaConf.to_yaml(node).encode("utf-8")
+            replace_atomically(out / name, lambda f, text=text: f.write(text))
 
 
 def _job_parent(run_dir: Path, subdir: str) -> Path | None:
@@ -188,7 +191,7 @@ def main(cfg: DictConfig) -> float:
             return float("nan")
         except KeyboardInterrupt:
             sys.exit(stop.exit_code)
-        except (RunLockedError, CheckpointError, ConfigError) as exc:
+        except (RunLockedError, CheckpointError, ConfigError, DiskFullError) as exc:
             _fail(str(exc))
     if sweep:
         print(sweep_job_line(run_dir, metrics), flush=True)

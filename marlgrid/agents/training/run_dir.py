@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -113,6 +114,40 @@ def job_subdir(override_dirname: str, seed: Any) -> str:
         head = name.encode()[: MAX_NAME_BYTES - 13].decode(errors="ignore")
         name = f"{head}~{digest}"
     return f"{name}/{seed_dir}"
+
+
+class DiskFullError(RuntimeError):
+    """A run stopped because its disk is full: one line naming the disk's folder; what was
+    written before stays whole (every file is replaced atomically), so the run resumes."""
+
+
+#: what a failed write says when the disk is full (OSError's errno, torch.save's messages)
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_DISK_FULL_TEXTS = ("No space left on device", "unexpected pos", "file write failed")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a write that failed for want of space."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
+            return True
+        if isinstance(exc, RuntimeError) and any(t in str(exc) for t in _DISK_FULL_TEXTS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def disk_full_error(run_dir: Path, exc: BaseException) -> DiskFullError:
+    """The one-line :class:`DiskFullError` of a run whose write failed with ``exc``."""
+    try:
+        free = f"{shutil.disk_usage(run_dir).free / 2**20:.0f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return DiskFullError(
+        f"the disk holding {run_dir} is full ({free}; {type(exc).__name__}: "
+        f"{str(exc).splitlines()[0][:120] if str(exc) else exc!r}). Nothing was half-written: "
+        "free some space and rerun the same command to resume from the newest checkpoint"
+    )
 
 
 class RunLockedError(RuntimeError):

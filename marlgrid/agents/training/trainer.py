@@ -63,7 +63,13 @@ from marlgrid.agents.training.divergence import check_finite
 from marlgrid.agents.training.logger import Logger, last_logged, progress_bar, show_progress
 from marlgrid.agents.training.memory_budget import check_memory
 from marlgrid.agents.training.roles import MAIN, RoleConfig
-from marlgrid.agents.training.run_dir import RunLock, StopRequest, remove_temp_files
+from marlgrid.agents.training.run_dir import (
+    RunLock,
+    StopRequest,
+    disk_full_error,
+    is_disk_full,
+    remove_temp_files,
+)
 from marlgrid.agents.training.saved_run import write_run_config
 from marlgrid.agents.training.streams import build_streams
 from marlgrid.agents.training.train_config import (
@@ -297,6 +303,8 @@ class Trainer:
             try:
                 return self._run()
             except Exception as exc:
+                if is_disk_full(exc):  # not logged: train.log is on the full disk too
+                    raise disk_full_error(self.run_dir, exc) from None
                 self.log.error(f"failed: {type(exc).__name__}: {exc}")
                 raise
 
