@@ -89,6 +89,7 @@ class _TileWalker(ScriptedPolicy):
     """Base of the baselines: a :class:`_Walks` memory per (engine, agent)."""
 
     is_expert = False
+    needs_goal_cycle = True
 
     def _start(self) -> None:
         super()._start()

@@ -150,6 +150,8 @@ class ScriptedPolicy:
     _NOISE_STREAM = 1
     #: plays the task as an expert would (social metrics count its agent as an expert)
     is_expert = True
+    #: plays goal-cycle tiles only (an env without them is refused before it plays)
+    needs_goal_cycle = False
 
     def __init__(self, seed: int | None = None, epsilon: float = 0.0) -> None:
         self.epsilon = check_float("epsilon", epsilon, 0.0, 1.0)
@@ -217,6 +219,8 @@ class RandomPolicy(ScriptedPolicy):
 
 class OraclePolicy(ScriptedPolicy):
     """Shortest path to the next correct tile (privileged: reads tile ids and cycle state)."""
+
+    needs_goal_cycle = True
 
     def _planned_actions(self, engine: Engine, k: int) -> np.ndarray:
         n_goals = np.array([r.n_goals for r in engine.episode_rules])  # each env's episode
@@ -385,6 +389,8 @@ class DiscovererPolicy(ScriptedPolicy):
     ``dict.fromkeys(agents, make_policy("discoverer", 0))``) exactly as separate instances with
     the same seed would. A correct entry must pay a positive reward (``cycle_reward > 0``).
     """
+
+    needs_goal_cycle = True
 
     def _start(self) -> None:
         super()._start()

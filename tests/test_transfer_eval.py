@@ -176,7 +176,14 @@ def test_partners_from_text():
     with pytest.raises(ConfigError, match=r"partners \['bogus'\] are not scripted policies"):
         partners_from_text(ROOMS, "oracle,bogus")
     with pytest.raises(ConfigError, match="has one agent"):
-        partners_from_text("MarlGrid-FourRooms-v0", "oracle")
+        partners_from_text("MarlGrid-FourRooms-v0", "goal_seeker")
+    # goal-cycle partners in an env without tiles, and more partners than the env has slots
+    with pytest.raises(ConfigError, match=r"partners \['oracle'\] play goal-cycle tiles"):
+        partners_from_text(ROOMS, "oracle")
+    with pytest.raises(ConfigError, match=r"partners \['discoverer'\] play goal-cycle tiles"):
+        partners_from_text(ROOMS, "discoverer,goal_seeker")
+    with pytest.raises(ConfigError, match="names 3 partners, but .* has 3 agents"):
+        partners_from_text(GC4, "oracle,oracle,oracle")
 
 
 def test_summary_rows_give_the_mean_and_student_t_interval():

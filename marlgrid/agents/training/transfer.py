@@ -45,7 +45,7 @@ from marlgrid.agents.training.saved_run import RunPolicies, SavedRun
 from marlgrid.analysis.stats import t_interval
 from marlgrid.base import observation_space_for
 from marlgrid.config import AgentConfig, ConfigError
-from marlgrid.policies import POLICIES, make_policy
+from marlgrid.policies import POLICIES, make_policy, policy_class
 from marlgrid.registry import spec
 from marlgrid.social import SocialTracker
 
@@ -100,8 +100,16 @@ def partners_from_text(target_env_id: str, text: str, role: str = "agent_0") -> 
             f"partners {unknown} are not scripted policies; choose from {sorted(POLICIES)} or "
             f"{' / '.join(ALONE)}"
         )
+    registered = spec(target_env_id)
+    n_agents = int(registered.kwargs.get("n_agents", 1))
+    goal_cycle = "n_goals" in registered.kwargs or "goal_cycle" in str(registered.entry_point)
+    tile_only = sorted(n for n in set(names) if policy_class(n).needs_goal_cycle)
+    if tile_only and not goal_cycle:
+        raise ConfigError(
+            f"partners {tile_only} play goal-cycle tiles, which {target_env_id} has none of; "
+            "choose partners that play any env (e.g. goal_seeker, follower, random)"
+        )
     if len(names) == 1:
-        n_agents = int(spec(target_env_id).kwargs.get("n_agents", 1))
         others = [f"agent_{j}" for j in range(n_agents) if f"agent_{j}" != role]
         if not others:
             raise ConfigError(
@@ -109,6 +117,12 @@ def partners_from_text(target_env_id: str, text: str, role: str = "agent_0") -> 
                 "give a policy; use partners=none, or name one policy per partner"
             )
         return dict.fromkeys(others, names[0])
+    if len(names) > n_agents - 1:
+        raise ConfigError(
+            f"partners={text!r} names {len(names)} partners, but {target_env_id} has "
+            f"{n_agents} agents ({n_agents - 1} beside {role}); name at most {n_agents - 1}, "
+            "or pick an env registered with more agents"
+        )
     others = [f"agent_{j}" for j in range(len(names) + 1) if f"agent_{j}" != role][: len(names)]
     return dict(zip(others, names, strict=True))
 
