@@ -11,6 +11,7 @@ file exists, its saved configs pass the checks a fresh config gets, its weights 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -295,7 +296,40 @@ def _frozen_group(ctx: _Context, name: str, agents: list[str], role: RoleConfig)
     index = ctx.vec.possible_agents.index(agents[0])
     plays = None if configs is None else (agents[0], configs[index])
     learner = load_frozen(str(role.checkpoint), role.learner, obs_space, act_space, plays)
+    other = other_task(str(role.checkpoint), ctx.vec)
+    if other is not None:
+        warnings.warn(f"frozen {', '.join(agents)}: {other}", FrozenTaskWarning, stacklevel=2)
     return PolicyGroup(name, learner, agents, train=False, explore=not role.deterministic)
+
+
+class FrozenTaskWarning(UserWarning):
+    """A frozen agent plays a task other than the one it was trained on (a transfer)."""
+
+
+#: the settings that make a goal-cycle task another one for a frozen expert
+TASK_SETTINGS = ("size", "n_goals")
+
+
+def other_task(path: str, vec: Any) -> str | None:
+    """How the task of marlgrid env ``vec`` differs from the one checkpoint ``path`` was trained
+    on (map size, number of tiles), in words; None where it does not or cannot be told."""
+    engine = getattr(vec, "engine", None)
+    env = load_checkpoint(Path(path)).get("identity", {}).get("env", {})
+    if engine is None or not is_marlgrid_id(str(env.get("id", ""))):
+        return None
+    from marlgrid.registry import spec
+
+    try:
+        trained = {**spec(env["id"]).kwargs, **dict(env.get("settings") or {})}
+    except (KeyError, ValueError):
+        return None
+    here = {"size": int(engine.grid.shape[1]), "n_goals": int(engine.rules.n_goals)}
+    differ = [k for k in TASK_SETTINGS if k in trained and trained[k] != here[k]]
+    if not differ:
+        return None
+    was = ", ".join(f"{k}={trained[k]}" for k in differ)
+    now = ", ".join(f"{k}={here[k]}" for k in differ)
+    return f"{path} was trained on {env['id']} with {was}; here it plays {now} (a transfer)"
 
 
 def _scripted(ctx: _Context, name: str, agents: list[str], role: RoleConfig) -> Any:
