@@ -259,9 +259,18 @@ def load_checkpoint(
 
 
 def _unreadable(path: Path, reason: str) -> CheckpointError:
+    """The error of a file that cannot be read, with the advice that fits where it lies: in a
+    run's ``checkpoints/`` folder (resume from the previous one) or elsewhere (an exported
+    expert: export or fetch it again)."""
+    if _NAME.match(path.name) and path.parent.name == "checkpoints":
+        advice = (
+            "Other checkpoints in its folder are untouched: remove this one to resume from the "
+            "previous one"
+        )
+    else:
+        advice = "It is not a run's checkpoint: export it again, or restore it from git"
     return CheckpointError(
-        f"checkpoint {path} cannot be read ({reason}); it may be truncated or corrupt. Other "
-        "checkpoints in its folder are untouched: remove this one to resume from the previous one"
+        f"checkpoint {path} cannot be read ({reason}); it may be truncated or corrupt. {advice}"
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,7 @@ def resolve_roles(
         raise ConfigError(f"roles name unknown agent ids {unknown}; the env's agents are {agents}")
     resolved = {}
     for agent in agents:
-        role = as_role(roles.get(agent, RoleConfig()))
+        role = _with_checkpoint_file(agent, as_role(roles.get(agent, RoleConfig())))
         if role.kind not in ROLE_KINDS:
             raise ConfigError(
                 f"role kind of {agent} must be one of {tuple(ROLE_KINDS)}, got {role.kind!r}"
@@ -102,6 +102,20 @@ def resolve_roles(
     if not any(r.kind == "learner" for r in resolved.values()):
         raise ConfigError("no agent has the role 'learner': nothing would be trained")
     return resolved
+
+
+def _with_checkpoint_file(agent: str, role: RoleConfig) -> RoleConfig:
+    """A frozen role naming a run directory plays that run's newest checkpoint (as
+    ``init_from`` and ``evaluate.py`` take a run directory)."""
+    if role.kind != "frozen" or not role.checkpoint or not Path(str(role.checkpoint)).is_dir():
+        return role
+    from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
+
+    try:
+        newest = SavedRun(str(role.checkpoint)).checkpoint
+    except SavedRunError as exc:
+        raise CheckpointError(f"frozen role of {agent}: {exc}") from None
+    return replace(role, checkpoint=str(newest))
 
 
 def load_frozen(

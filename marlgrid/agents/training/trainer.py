@@ -147,7 +147,7 @@ class Trainer:
         self.warm_started: dict[str, str] = {}  # learner -> the saved learner it started from
         if cfg.init_from is not None:  # a resume overwrites these weights with its own
             learners = {name: g.learner for name, g in self.learners.items()}
-            self.warm_started = warm_start(learners, cfg.init_from)
+            self.warm_started = warm_start(learners, cfg.init_from, cfg.env.settings)
         self.rules: dict[str, Any] = {}  # rules set during training (set_rules), every stream
         self.steps = iteration_steps(cfg)
         per_iteration = self.steps * sum(s.vec.num_envs for s in self.streams)

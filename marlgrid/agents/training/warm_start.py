@@ -47,11 +47,18 @@ def with_new_heads(saved: Any, current: Any) -> Any:
     return {**saved, **new} if new else saved
 
 
-def warm_start(learners: Mapping[str, Learner], target: str | Path) -> dict[str, str]:
+def warm_start(
+    learners: Mapping[str, Learner],
+    target: str | Path,
+    env_settings: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
     """Load the saved network weights of ``target`` into ``learners`` (by name); returns, per
-    learner started, the saved learner whose weights it took."""
+    learner started, the saved learner whose weights it took. ``env_settings``: this run's env
+    settings, so that weights that do not fit can be told apart by the agents' ``extras``."""
     path = saved_weights_file(target)
-    saved = load_learners(path)["learners"]
+    payload = load_learners(path)
+    saved = payload["learners"]
+    note = _extras_note(payload, env_settings)
     taken: dict[str, str] = {}
     for name, learner in learners.items():
         if name in saved:
@@ -72,9 +79,37 @@ def warm_start(learners: Mapping[str, Learner], target: str | Path) -> dict[str,
         state: dict[str, Any] = learner.state_dict()
         missing = [k for k in keys if k not in saved[source]]
         if missing:
-            raise ConfigError(f"init_from: learner {source!r} of {path} has no {missing[0]!r}")
+            algo = dict(saved[source].get("config") or {}).get("algo", "?")
+            held = sorted(k for k in saved[source] if k != "config")
+            raise ConfigError(
+                f"init_from: learner {source!r} of {path} has no {missing[0]!r}: it is a "
+                f"{algo!r} learner (its entries are {held}), "
+                f"and learner {name!r} of this run is a {type(learner).__name__}; init_from "
+                "takes weights between learners of the same algorithm"
+            )
         state.update({k: with_new_heads(saved[source][k], state[k]) for k in keys})
         load_saved_state(learner, state, f"init_from: learner {source!r} of {path} does not fit "
-                         f"learner {name!r} of this run")  # fmt: skip
+                         f"learner {name!r} of this run", note)  # fmt: skip
         taken[name] = source
     return taken
+
+
+def _extras(settings: Mapping[str, Any] | None) -> list[str] | None:
+    agent = dict(settings or {}).get("agent") or {}
+    extras = agent.get("extras") if isinstance(agent, Mapping) else None
+    return None if extras is None else list(extras)
+
+
+def _extras_note(payload: Mapping[str, Any], env_settings: Mapping[str, Any] | None) -> str:
+    """A note naming ``extras`` where the saved run's agents saw other extras than this run's
+    (the usual reason for an input layer that does not fit); "" otherwise."""
+    if env_settings is None:
+        return ""
+    saved = _extras(dict(payload.get("identity", {}).get("env", {})).get("settings"))
+    here = _extras(env_settings)
+    if (saved or []) == (here or []):
+        return ""
+    return (
+        f" (its run's agents saw extras={saved or []}, this run's see extras={here or []}: give "
+        f"env.settings.agent.extras={saved or []} to match it)"
+    )
