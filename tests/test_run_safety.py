@@ -91,12 +91,16 @@ def _compose(overrides: list[str], hydra_config: bool = False):
 def test_job_subdir_is_one_level_per_override_set_then_the_seed():
     assert job_subdir("", 0) == "seed_0"
     assert job_subdir("agent.lr=0.001", 3) == "agent.lr=0.001/seed_3"
-    # A path in a value never adds levels, and stays distinct from a look-alike.
-    assert job_subdir("roles.x=a/b.pt", 0) == "roles.x=a%2Fb.pt/seed_0"
-    assert job_subdir("roles.x=a%2Fb.pt", 0) != job_subdir("roles.x=a/b.pt", 0)
+    # A path in a value never adds levels, reads plainly, and stays distinct from a look-alike.
+    name = job_subdir('roles.x="a/b.pt"', 0)
+    assert re.fullmatch(r"roles\.x=a-b\.pt~[0-9a-f]{8}/seed_0", name), name
+    assert job_subdir("roles.x=a-b.pt", 0) == "roles.x=a-b.pt/seed_0" != name
+    # quotes, braces and %-escapes never appear; a long name is cut at 120 characters
+    name = job_subdir("+streams={solo: {env: {id: MarlGrid-GoalCycle-13x13-v0}}}", 1)
+    assert not set(name) & set("'\"{}% ") and name.startswith("+streams=solo-env-id-MarlGrid")
     long_a, long_b = "a=" + "x" * 300, "a=" + "x" * 299 + "y"
     name_a, name_b = job_subdir(long_a, 0).split("/")[0], job_subdir(long_b, 0).split("/")[0]
-    assert name_a != name_b and len(name_a.encode()) <= 200 and len(name_b.encode()) <= 200
+    assert name_a != name_b and len(name_a) <= 120 and len(name_b) <= 120
 
 
 def _dirs(overrides: list[str]) -> tuple[str, str]:

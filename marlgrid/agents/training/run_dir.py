@@ -47,7 +47,7 @@ __all__ = [
 
 LOCK_NAME = ".lock"
 #: longest directory name made from overrides (bytes; file systems allow 255)
-MAX_NAME_BYTES = 200
+MAX_NAME_CHARS = 120
 #: the temporary files :func:`replace_atomically` writes: ``.<target stem>_<8 random>.tmp``
 #: (:func:`tempfile.mkstemp`'s random part)
 TEMP_NAME = re.compile(r"\..+_[a-z0-9_]{8}\.tmp")
@@ -99,21 +99,23 @@ def remove_temp_files(*folders: str | Path) -> list[Path]:
 def job_subdir(override_dirname: str, seed: Any) -> str:
     """``<overrides>/seed_<seed>`` (``seed_<seed>`` without overrides), one path level each.
 
-    ``/`` in override values is written ``%2F`` (``%`` as ``%25``), so an override never adds
-    levels; a name longer than :data:`MAX_NAME_BYTES` is cut and ends with a hash of the whole,
-    so distinct override sets always get distinct directories.
+    The overrides are written readably: each character other than letters, digits and
+    ``._=,+-`` becomes ``-`` (quotes and braces dropped, so ``/`` in a path never adds levels),
+    runs of them one ``-``. Where that changed the text, or it is longer than
+    :data:`MAX_NAME_CHARS`, the name is cut and ends with ``~`` and a hash of the overrides as
+    given, so distinct override sets always get distinct directories. The full overrides are
+    in the run's ``.hydra/overrides.yaml`` and ``config.json``.
     """
     seed_dir = f"seed_{seed}"
     if not override_dirname:
         return seed_dir
-    name = override_dirname.replace("%", "%25").replace("/", "%2F")
-    if name in (".", ".."):
-        name = name.replace(".", "%2E")
-    if len(name.encode()) > MAX_NAME_BYTES:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:12]
-        head = name.encode()[: MAX_NAME_BYTES - 13].decode(errors="ignore")
-        name = f"{head}~{digest}"
-    return f"{name}/{seed_dir}"
+    readable = re.sub(r"[\"'{}\[\]]", "", override_dirname)  # quotes and brackets dropped
+    readable = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9._=,+-]", "-", readable))
+    readable = re.sub(r"-?([=,])-?", r"\1", readable).strip("-.") or "overrides"
+    if readable != override_dirname or len(readable) > MAX_NAME_CHARS:
+        digest = hashlib.sha1(override_dirname.encode()).hexdigest()[:8]
+        readable = f"{readable[: MAX_NAME_CHARS - 9].rstrip('-.')}~{digest}"
+    return f"{readable}/{seed_dir}"
 
 
 class DiskFullError(RuntimeError):
