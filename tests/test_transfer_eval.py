@@ -346,3 +346,12 @@ def test_the_social_transfer_conditions_run_from_the_command_line(runs, tmp_path
     assert list(dict.fromkeys(r["condition"] for r in rows)) == names
     lengths = {r["condition"]: float(r["mean"]) for r in rows if r["metric"] == "length"}
     assert lengths["goal_cycle_4/alone"] == 250.0 and lengths["maze/alone"] <= 4 * 13 * 13
+
+
+def test_long_evaluations_have_a_progress_bar_shown_on_terminals_only():
+    from marlgrid.agents.training.logger import evaluation_bar
+
+    bar = evaluation_bar("transfer conditions", 7, unit="condition")
+    assert bar.total == 7 and bar.unit == "condition"
+    assert bar.disable  # pytest's captured stderr is no terminal: CI logs stay clean
+    bar.close()

@@ -29,6 +29,7 @@ from experiments.evaluate import env_setting, rule_override
 from marlgrid.agents.training.checkpoint import CheckpointError
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
+from marlgrid.agents.training.logger import evaluation_bar
 from marlgrid.agents.training.rollout import MultiAgentRollout
 from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.social_observer import SocialObserver
@@ -52,11 +53,16 @@ def episode_metrics(
         vec, acting_copies(played.groups, None), played.scripted, seed=seed, observers=[observer]
     )
     rows: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+    bar = evaluation_bar(f"{run.name} {'greedy' if greedy else 'sampled'}", episodes)
     while sum(len(r) for r in rows["return"]) < episodes:
         rollout.collect(16)
         ended = observer.tracker.pop()
         for m in METRICS:
             rows[m].append(ended[m])
+        if bar is not None:
+            bar.update(len(ended["return"]))
+    if bar is not None:
+        bar.close()
     learners = played.learner_columns
     others = [k for k in range(len(played.agents)) if k not in learners]
     every = {m: np.concatenate(rows[m])[:episodes] for m in METRICS}

@@ -119,6 +119,16 @@ def progress_bar(enabled: bool, name: str, total: int, initial: int) -> Any:
     return tqdm(total=total, initial=initial, unit="update", desc=f"train {name}")
 
 
+def evaluation_bar(name: str, total: int, unit: str = "episode") -> Any:
+    """A tqdm bar for a long evaluation, shown on a terminal only (None without tqdm): the
+    evaluation scripts print nothing else until they end."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit=unit, desc=name, leave=False, disable=None)
+
+
 def show_progress(bar: Any, metrics: dict[str, float]) -> None:
     """Advance ``bar`` by one update, showing steps/s and the recent return."""
     if bar is None:

@@ -40,6 +40,7 @@ import numpy as np
 
 import marlgrid
 from marlgrid.agents.training.env_sources import is_marlgrid_id, make_env_source
+from marlgrid.agents.training.logger import evaluation_bar
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 from marlgrid.agents.training.saved_run import RunPolicies, SavedRun
 from marlgrid.analysis.stats import t_interval
@@ -453,4 +454,12 @@ def run_conditions(
         settings = {**(env_settings or {}), **c.settings}
         setups.append(prepare_transfer(policies, c.target, settings, c.partners, episodes, seed,
                                        condition=c.name, **kwargs))  # fmt: skip
-    return [row for setup in setups for row in play_transfer(setup)]
+    bar = evaluation_bar("transfer conditions", len(setups), unit="condition")
+    rows = []
+    for setup in setups:
+        rows += play_transfer(setup)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return rows
