@@ -79,6 +79,13 @@ def check_group_overrides(conf_dir: Path, overrides: Sequence[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException:
         return  # not an override Hydra can read: its own error says why
+    groups = {o.key_or_group for o in parsed if not o.is_delete()}
+    if "scale" in groups and "experiment" not in groups:
+        raise ConfigError(
+            "scale=... picks the scale of an experiment preset: give one with it "
+            "(experiment=<name> scale=small; presets: "
+            f"{', '.join(sorted(p.stem for p in (conf_dir / 'experiment').glob('*.yaml')))})"
+        )
     for override in parsed:
         group = conf_dir / override.key_or_group
         if override.is_delete() or override.key_or_group.startswith("hydra") or not group.is_dir():

@@ -258,3 +258,27 @@ def test_a_config_group_given_what_is_not_one_of_its_configs_is_refused_naming_t
     with pytest.raises(ConfigError, match="curriculum=.* penalty_anneal"):
         check_group_overrides(conf, [f"curriculum={value}"])
     check_group_overrides(conf, ["curriculum=penalty_anneal,none", "agent=drqn", "seed=3"])
+
+
+def test_a_scale_without_an_experiment_is_refused_naming_the_fix():
+    from experiments.schemas import check_group_overrides
+    from marlgrid.config import ConfigError
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    for given in (["scale=small"], ["+scale=small", "seed=1"]):
+        with pytest.raises(ConfigError, match=r"experiment=<name> scale=small; presets: .*solo"):
+            check_group_overrides(conf, given)
+    check_group_overrides(conf, ["experiment=solo_novice", "scale=small"])
+
+
+def test_a_sweep_ends_pointing_at_its_aggregate_command(capsys):
+    from omegaconf import OmegaConf
+
+    from experiments.sweep_hint import AggregateHint
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "train.yaml"
+    callbacks = OmegaConf.load(conf).hydra.callbacks
+    assert callbacks.aggregate_hint._target_ == "experiments.sweep_hint.AggregateHint"
+    AggregateHint().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": "/r/m/x"}}}))
+    out = capsys.readouterr().out
+    assert "python experiments/aggregate.py /r/m/x --out /r/m/x/summary" in out

@@ -207,15 +207,17 @@ def _steps_cells(row: FinalRow, threshold: float | None) -> list[object]:
 def write_final_csv(path: Path, rows: Sequence[FinalRow], threshold: float | None = None) -> None:
     """The table as CSV (full precision; seeds and per-seed values ``;``-separated; ``key`` the
     full condition; ``interval``: ``t`` for the mean's CI, plus the IQM's bootstrap from 5 seeds;
+    ``iqm`` empty below 5 seeds, as in the table;
     the ``steps_to_*`` columns filled when a threshold was asked for)."""
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(FINAL_COLUMNS)
         for row in rows:
             s = row.stats
+            iqm = s["iqm"] if s["n"] >= IQM_MIN_RUNS else ""  # as the table: none below 5 seeds
             writer.writerow([
                 row.label, s["n"], ";".join(str(x) for x in row.seeds), s["mean"],
-                s["mean_low"], s["mean_high"], s["iqm"], s["iqm_low"], s["iqm_high"],
+                s["mean_low"], s["mean_high"], iqm, s["iqm_low"], s["iqm_high"],
                 ",".join(row.key), interval_kind(s["n"]),
                 ";".join(repr(float(v)) for v in row.values), *_steps_cells(row, threshold),
             ])  # fmt: skip
