@@ -163,6 +163,9 @@ def test_a_frozen_checkpoint_saved_with_a_huge_hidden_size_is_refused_before_bui
     train(_tiny(), tmp_path / "expert")
     payload = torch.load(list_checkpoints(tmp_path / "expert" / "checkpoints")[-1])
     payload["learners"]["main"]["config"]["network"]["hidden_size"] = 2**40
+    from marlgrid.agents.training.checkpoint import DIGEST_KEY, content_digest
+
+    payload[DIGEST_KEY] = content_digest(payload)  # a file written so, not damaged later
     path = tmp_path / "huge.pt"
     torch.save(payload, path)
     frozen = RoleConfig(kind="frozen", checkpoint=str(path))

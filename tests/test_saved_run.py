@@ -282,8 +282,11 @@ def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path)
     assert SavedRun(inside).train_config.roles == cfg.roles
     assert SavedRun(inside).train_config.roles != SavedRun(runs["expert"]).train_config.roles
     # an export without its identity cannot play: the error names the file
-    payload = torch.load(exported, weights_only=True)
-    torch.save({**payload, "identity": {}}, tmp_path / "bare.pt")
+    from marlgrid.agents.training.checkpoint import DIGEST_KEY, content_digest
+
+    bare = {**torch.load(exported, weights_only=True), "identity": {}}
+    bare[DIGEST_KEY] = content_digest(bare)  # a file written so, not damaged later
+    torch.save(bare, tmp_path / "bare.pt")
     with pytest.raises(SavedRunError, match=f"{tmp_path / 'bare.pt'} is an exported expert file"):
         SavedRun(tmp_path / "bare.pt").config  # noqa: B018
     # a plain checkpoint file outside a run is still refused, naming the folder

@@ -21,7 +21,12 @@ from torch import Tensor
 
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
 from marlgrid.agents.networks.observation import with_observed_image_mode
-from marlgrid.agents.training.checkpoint import CheckpointError, load_checkpoint, load_learners
+from marlgrid.agents.training.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+    load_learners,
+)
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.agents.training.rollout import PolicyGroup
 from marlgrid.config import AgentConfig, ConfigError, check_float, space_difference
@@ -107,15 +112,16 @@ def resolve_roles(
 def _with_checkpoint_file(agent: str, role: RoleConfig) -> RoleConfig:
     """A frozen role naming a run directory plays that run's newest checkpoint (as
     ``init_from`` and ``evaluate.py`` take a run directory)."""
-    if role.kind != "frozen" or not role.checkpoint or not Path(str(role.checkpoint)).is_dir():
+    folder = Path(str(role.checkpoint)) if role.kind == "frozen" and role.checkpoint else None
+    if folder is None or not folder.is_dir():
         return role
-    from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
-
-    try:
-        newest = SavedRun(str(role.checkpoint)).checkpoint
-    except SavedRunError as exc:
-        raise CheckpointError(f"frozen role of {agent}: {exc}") from None
-    return replace(role, checkpoint=str(newest))
+    saved = list_checkpoints(folder / "checkpoints")
+    if not saved:
+        raise CheckpointError(
+            f"frozen role of {agent}: {folder} is a folder with no checkpoints/ckpt_*.pt; give a "
+            "run directory that has trained, a checkpoint file or an exported expert"
+        )
+    return replace(role, checkpoint=str(saved[-1]))
 
 
 def load_frozen(
