@@ -85,6 +85,12 @@ def _shift_offsets(period, lag):
 
 
 @njit(cache=True)
+def _actual_and_shifted(hits):
+    """The unshifted count (``hits[0]``) and the mean over the shifted ones (NaN with none)."""
+    return hits[0], hits[1:].mean() if hits.shape[0] > 1 else np.nan
+
+
+@njit(cache=True)
 def _continues(ref_t, ref_j, nov_t, nov_j, lag, flags):
     """Mark ``flags[r]`` where novice entry ``r`` (steps ``nov_t``, tiles ``nov_j``) continues
     the reference entries (``ref_t`` sorted, ``ref_j``) in order (module docstring)."""
@@ -139,21 +145,17 @@ def _order_counts(log, envs, lengths, refer, lag, continued, chance):
                     chance[s, i, k] = np.nan
                     continue
                 n_nov = _entries_of(log, n, k, period, 0, nov_t, nov_j)
-                total = 0.0
-                for o in range(-1, offsets.shape[0]):
-                    shift = 0 if o < 0 else offsets[o]
+                hits = np.zeros(offsets.shape[0] + 1)  # unshifted, then each shift
+                for o in range(offsets.shape[0] + 1):
+                    shift = 0 if o == 0 else offsets[o - 1]
                     flags[:n_nov] = False
                     for m in range(n_agents):
                         if refer[s, k, m]:
                             n_ref = _entries_of(log, n, m, period, shift, ref_t, ref_j)
                             _continues(ref_t[:n_ref], ref_j[:n_ref], nov_t[:n_nov],
                                        nov_j[:n_nov], lag, flags[:n_nov])  # fmt: skip
-                    hits = flags[:n_nov].sum()
-                    if o < 0:
-                        continued[s, i, k] = hits
-                    else:
-                        total += hits
-                chance[s, i, k] = total / offsets.shape[0] if offsets.shape[0] else np.nan
+                    hits[o] = flags[:n_nov].sum()
+                continued[s, i, k], chance[s, i, k] = _actual_and_shifted(hits)
 
 
 @njit(cache=True)
@@ -173,10 +175,9 @@ def _trail_counts(cells, envs, lengths, refer, window, steps, on_trail, chance):
                 if not refer[s, k].any():
                     chance[s, i, k] = np.nan
                     continue
-                total = 0.0
-                for o in range(-1, offsets.shape[0]):
-                    shift = 0 if o < 0 else offsets[o]
-                    hits = 0
+                hits = np.zeros(offsets.shape[0] + 1)  # unshifted, then each shift
+                for o in range(offsets.shape[0] + 1):
+                    shift = 0 if o == 0 else offsets[o - 1]
                     for t in range(period):
                         here = cells[n, k, t]
                         if here == NO_CELL:
@@ -190,12 +191,8 @@ def _trail_counts(cells, envs, lengths, refer, window, steps, on_trail, chance):
                                     break
                             if found:
                                 break
-                        hits += found
-                    if o < 0:
-                        on_trail[s, i, k] = hits
-                    else:
-                        total += hits
-                chance[s, i, k] = total / offsets.shape[0] if offsets.shape[0] else np.nan
+                        hits[o] += found
+                on_trail[s, i, k], chance[s, i, k] = _actual_and_shifted(hits)
 
 
 @njit(cache=True)

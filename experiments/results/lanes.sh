@@ -10,6 +10,8 @@
 # lanes_run returns non-zero when any run failed (xargs' 123), so `set -e` scripts stop there.
 
 LANE_CMDS=()
+PY=${PY:-.venv/bin/python}  # the Python that runs train.py (override: PY=...)
+OUT=${OUT:-runs}  # where the runs go (override: OUT=...)
 
 lane_add() {  # lane_add LOG COMMAND: queue COMMAND, its output appended to LOG
   local log=$1

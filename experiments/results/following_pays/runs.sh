@@ -11,10 +11,8 @@
 # $OUT/following_pays/logs/<arm>.seed_<k>.log.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-source experiments/results/lanes.sh
+source experiments/results/lanes.sh  # also PY and OUT defaults
 
-PY=${PY:-.venv/bin/python}
-OUT=${OUT:-runs}
 COMMON="torch_threads=1 video=false logger.progress=false"
 SMALL="env.settings.size=7 env.settings.max_steps=100"
 ALL=1,2,3,4,5

@@ -10,10 +10,8 @@
 # unfinished run from its newest checkpoint and skips a finished one.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-source experiments/results/lanes.sh
+source experiments/results/lanes.sh  # also PY and OUT defaults
 
-PY=${PY:-.venv/bin/python}
-OUT=${OUT:-runs}
 COMMON="agent.log_batch_kl=true torch_threads=1 video=false logger.progress=false"
 SOLO="experiment=solo_novice agent=ppo_lstm_expert scale=small total_timesteps=1500000"
 SOLO="$SOLO env.settings.penalty=0 'env.settings.agent.extras=[reward,action]' env.num_envs=16"
