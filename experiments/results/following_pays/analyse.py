@@ -179,7 +179,8 @@ def figure(arms: Sequence[str], out: Path, table: dict) -> None:
         for style, (novice, label) in zip(("--", ":", "-.", "--", ":"), lines.items(), strict=True):
             value = table[(setting, novice)][key]
             ax.axhline(value, color="grey", linestyle=style, linewidth=1)
-            ax.annotate(label, (0, value), fontsize=7, color="grey", va="bottom")
+            ax.text(0.99, value, label, transform=ax.get_yaxis_transform(), fontsize=7,
+                    color="grey", ha="right", va="bottom")  # fmt: skip
         ax.set_xlabel("env steps")
         ax.set_title(name)
     axes[0].legend(fontsize=8)
@@ -228,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
             stem = str(args.out / f"{arm}_{name}")
             run([py, "experiments/aggregate.py", *map(str, runs), "--metric", column,
                  "--last", "20", "--out", stem, *extra])  # fmt: skip
+            for own in (".md", ".png"):  # aggregate's own table and figure: the page has its own
+                Path(stem + own).unlink(missing_ok=True)
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
     write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))
