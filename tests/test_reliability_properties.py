@@ -79,6 +79,8 @@ BASES = {
         "curriculum=penalty_anneal",
     ],
     "run": [*WITH_EXPERTS, "agent.num_steps=16"],
+    # PPO-LSTM with the next-view loss (its decoder an extra head) beside the experts
+    "aux": [*WITH_EXPERTS, "agent=ppo_lstm_aux", "agent.num_steps=16"],
 }
 
 
@@ -98,6 +100,12 @@ TARGETS += [("run", f"logger.{name}") for name in _fields(LoggerConfig)]
 TARGETS += [("run", "env.num_envs"), ("run", "env.id")]
 _RUN_SKIP = {"env", "agent", "learners", "roles", "streams", "mixed", "dropout", "logger"}
 TARGETS += [("run", name) for name in _fields(TrainConfig) if name not in _RUN_SKIP]
+#: a loss term's coefficient and options (sizes included: the decoder's width), a head's and a
+#: memory core's option
+_AUX = "agent.aux_losses.0"
+TARGETS += [("aux", f"{_AUX}.coef"), ("aux", f"{_AUX}.options.loss"),
+            ("aux", f"{_AUX}.options.target"), ("aux", f"+{_AUX}.options.hidden"),
+            ("ppo", "+agent.network.memory_kwargs.num_layers")]  # fmt: skip
 
 #: values as a user types them after ``key=``: valid for some settings, invalid for most
 VALUES = st.one_of(
@@ -238,3 +246,4 @@ def test_the_targets_cover_every_setting_family():
     keys = {key for _, key in TARGETS}
     assert {"agent.lr", "agent.network.hidden_size", "roles.agent_1.checkpoint"} <= keys
     assert {"curriculum.penalty.metric", "total_timesteps", "mixed.solo_fraction"} <= keys
+    assert {"agent.aux_losses.0.coef", "+agent.aux_losses.0.options.hidden"} <= keys
