@@ -125,8 +125,8 @@ def env_setting(text: str) -> tuple[str, Any]:
 
 
 #: transfer table columns, in order (``checkpoint`` is left out of the markdown table)
-COLUMNS = ("condition", "target", "partners", "role", "greedy", "metric", "mean", "low", "high",
-           "n", "checkpoint")  # fmt: skip
+COLUMNS = ("condition", "target", "map", "trained_map", "partners", "role", "greedy", "metric",
+           "mean", "low", "high", "n", "checkpoint")  # fmt: skip
 
 
 def write_table(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
@@ -143,11 +143,17 @@ def write_table(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Transfer ``rows`` as a markdown table: condition, metric, mean, 95% interval, n."""
-    lines = ["| condition | metric | mean | 95% CI | n |", "|---|---|---:|---|---:|"]
+    """Transfer ``rows`` as a markdown table: condition, the map played, metric, mean, 95%
+    interval, n; a map other than the one the run trained on is marked ``(trained: ...)``."""
+    lines = ["| condition | map | metric | mean | 95% CI | n |", "|---|---|---|---:|---|---:|"]
     for r in rows:
         ci = f"[{r['low']:.3f}, {r['high']:.3f}]"
-        lines.append(f"| {r['condition']} | {r['metric']} | {r['mean']:.3f} | {ci} | {r['n']} |")
+        where = r.get("map", "")
+        if r.get("trained_map") and r.get("trained_map") != where:
+            where = f"{where} (trained: {r['trained_map']})"
+        lines.append(
+            f"| {r['condition']} | {where} | {r['metric']} | {r['mean']:.3f} | {ci} | {r['n']} |"
+        )
     return "\n".join(lines)
 
 

@@ -320,11 +320,15 @@ def test_the_evaluate_command_runs_transfer_and_writes_the_table(runs, tmp_path,
         "--table", str(tmp_path / "out.md"),
     ])  # fmt: skip
     printed = capsys.readouterr().out
-    assert "| condition | metric | mean | 95% CI | n |" in printed
+    assert "| condition | map | metric | mean | 95% CI | n |" in printed
     with table.open() as f:
         rows = list(csv.DictReader(f))
     conditions = {r["condition"] for r in rows}
     assert conditions == {f"{ROOMS}/goal_seeker", f"{ROOMS}/none"}
+    # the map played and the one the run trained on, as the table records them
+    assert {r["map"] for r in rows} == {"19x19, 100 steps"}
+    assert all(r["trained_map"] and r["trained_map"] != r["map"] for r in rows)
+    assert "(trained: " in printed
     assert {r["n"] for r in rows if r["metric"] == "return"} == {"2"}
     assert (tmp_path / "out.md").read_text().startswith("| condition |")
     with pytest.raises(SystemExit, match=r"error: .*'position'.*map size"):

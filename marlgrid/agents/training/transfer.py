@@ -277,6 +277,12 @@ def _quotas(episodes: int, num_envs: int) -> np.ndarray:
     return quotas
 
 
+def _map_label(width: int, height: int, rules: Any) -> str:
+    """A map as the tables name it: ``7x7, 100 steps`` (and ``, 3 tiles`` in a goal cycle)."""
+    tiles = f", {rules.n_goals} tiles" if getattr(rules, "n_goals", 0) else ""
+    return f"{width}x{height}, {rules.max_steps} steps{tiles}"
+
+
 @dataclass
 class TransferSetup:
     """A checked condition, ready to play (:func:`prepare_transfer`)."""
@@ -368,9 +374,14 @@ def prepare_transfer(
     scripted = {a: make_policy(name, seed=seed + ids.index(a)) for a, name in partners.items()}
     experts = [ids.index(a) for a, p in scripted.items() if getattr(p, "is_expert", False)]
     label = ", ".join(f"{a}={p}" for a, p in sorted(partners.items())) or "alone"
+    engine = vec.engine
+    here = _map_label(engine.grid.shape[1], engine.grid.shape[2], engine.rules)
+    trained_map = _map_label(trained.width, trained.height, trained.rules)
     labels = {
         "condition": condition or f"{target_env_id}/{label}",
         "target": target_env_id,
+        "map": here,
+        "trained_map": trained_map,
         "partners": label,
         "role": role,
         "greedy": greedy,
