@@ -23,6 +23,11 @@ following; one where they earn less does not, whatever careful following pays.
 
 ``--bars`` writes the page's pass-rule bars per setting: ``order_expert`` halfway from the
 random novice's to the locked follower's, ``trail_expert_excess`` half the locked follower's.
+
+``--rl-experts`` plays the same novices beside the expert library's two 7x7 RL experts (frozen,
+sampling; every agent sees its last reward and action, as they were trained) instead of the
+oracles, on the 7x7 setting only: the controls of the page's ``social_7x7_rl`` arm (its trail
+bar halfway from the random novice's excess, which is well above 0 there).
 """
 
 from __future__ import annotations
@@ -93,14 +98,62 @@ def measure(setting: str, novice: str, policy: ScriptedPolicy, episodes: int, se
     return out
 
 
-def bars(rows: list[dict]) -> list[list[object]]:
-    """Per setting: the order and trail bars of the page's pass rule."""
+RL_EXPERTS = ("experiments/experts/goal_cycle_7x7_3agents_expert_seed0.pt",
+              "experiments/experts/goal_cycle_7x7_3agents_expert_seed1.pt")  # fmt: skip
+
+
+def rl_rows(policy: ScriptedPolicy, episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """The social metrics ``(episodes, 3)`` of ``policy`` as agent_0 (blind to the tiles)
+    beside the two frozen RL experts on the 7x7 setting."""
+    from marlgrid.agents.training.env_sources import make_env_source
+    from marlgrid.agents.training.evaluation import acting_copies
+    from marlgrid.agents.training.roles import RoleConfig, build_groups
+    from marlgrid.agents.training.rollout import MultiAgentRollout
+    from marlgrid.agents.training.social_observer import SocialObserver
+
+    env_id, settings = SETTINGS["7x7_100_p0.5"]
+    settings = {**settings, "agent": {"extras": ["reward", "action"]},
+                "agents": [{"hide": ["cycle_tile"]}, {}, {}]}  # fmt: skip
+    vec = make_env_source(env_id, 16, settings)
+    roles = {f"agent_{k + 1}": RoleConfig("frozen", checkpoint=f) for k, f in enumerate(RL_EXPERTS)}
+    groups, _ = build_groups(roles, vec, {}, seed)
+    observer = SocialObserver(vec, experts=list(roles))
+    rollout = MultiAgentRollout(
+        vec, acting_copies(groups, None), {"agent_0": policy}, seed=seed, observers=[observer]
+    )
+    found: dict[str, list[np.ndarray]] = {}
+    while sum(len(v) for v in found.get("return", [])) < episodes:
+        rollout.collect(16)
+        for name, values in observer.tracker.pop().items():
+            found.setdefault(name, []).append(values)
+    return {name: np.concatenate(v)[:episodes] for name, v in found.items()}
+
+
+def measure_rl(novice: str, policy: ScriptedPolicy, episodes: int, seed: int) -> dict:
+    """agent_0's row for ``novice`` beside the RL experts (as :func:`measure`)."""
+    rows = rl_rows(policy, episodes, seed)
+    ret = rows["return"][:, 0]
+    low, high = t_interval(ret)
+    out = {"setting": "7x7_100_p0.5_rl_experts", "novice": novice, "episodes": episodes,
+           "layout_seed": seed, "return": round(float(ret.mean()), 4),
+           "return_low": round(low, 4), "return_high": round(high, 4)}  # fmt: skip
+    for name in METRICS:
+        out[name] = round(float(np.nanmean(rows[name][:, 0])), 4)
+    out["oracles_return"] = round(float(rows["return"][:, 1:].mean()), 4)  # the experts' here
+    return out
+
+
+def bars(rows: list[dict], trail_from_random: bool = False) -> list[list[object]]:
+    """Per setting: the order and trail bars of the page's pass rule (the trail bar half the
+    locked follower's excess, or with ``trail_from_random`` halfway from the random novice's:
+    beside the RL experts a random novice's excess is well above 0)."""
     by = {(r["setting"], r["novice"]): r for r in rows}
     out = []
     for setting in dict.fromkeys(r["setting"] for r in rows):
         random, locked = by[(setting, "random")], by[(setting, "locked")]
         order = round((random["order_expert"] + locked["order_expert"]) / 2, 3)
-        out.append([setting, order, round(locked["trail_expert_excess"] / 2, 3)])
+        floor = random["trail_expert_excess"] if trail_from_random else 0.0
+        out.append([setting, order, round((floor + locked["trail_expert_excess"]) / 2, 3)])
     return out
 
 
@@ -111,7 +164,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settings", nargs="*", choices=sorted(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--csv", type=Path)
     parser.add_argument("--bars", type=Path)
+    parser.add_argument("--rl-experts", action="store_true", help="beside the 7x7 RL experts")
     args = parser.parse_args(argv)
+    if args.rl_experts:
+        rows = [measure_rl(name, policy, args.episodes, args.seed)
+                for name, policy in novices(args.seed).items()]  # fmt: skip
+        show_and_write_rows(rows, args.csv)
+        if args.bars:
+            write_csv(args.bars, ["setting", "order_bar", "trail_bar"], bars(rows, True))
+        return
     rows = [
         measure(setting, name, policy, args.episodes, args.seed)
         for setting in args.settings
