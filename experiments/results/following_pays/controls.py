@@ -85,15 +85,20 @@ def measure(setting: str, novice: str, policy: ScriptedPolicy, episodes: int, se
     rows, agents = play_scripted(
         env_id, blind, {**experts, "agent_0": policy}, list(experts), episodes, seed
     )
-    col = agents.index("agent_0")
-    ret = rows["return"][:, col]
+    assert agents.index("agent_0") == 0
+    return novice_row(setting, novice, rows, episodes, seed)
+
+
+def novice_row(setting: str, novice: str, rows: dict, episodes: int, seed: int) -> dict:
+    """The CSV row of agent_0 (column 0) from social-metric ``rows`` ``(episodes, 3)``: its
+    return with a t-interval, :data:`METRICS`, and its two experts' mean return."""
+    ret = rows["return"][:, 0]
     low, high = t_interval(ret)
     out = {"setting": setting, "novice": novice, "episodes": episodes, "layout_seed": seed,
            "return": round(float(ret.mean()), 4), "return_low": round(low, 4),
            "return_high": round(high, 4)}  # fmt: skip
     for name in METRICS:
-        values = rows[name][:, col]
-        out[name] = round(float(np.nanmean(values)), 4)
+        out[name] = round(float(np.nanmean(rows[name][:, 0])), 4)
     out["oracles_return"] = round(float(rows["return"][:, 1:].mean()), 4)
     return out
 
@@ -130,17 +135,10 @@ def rl_rows(policy: ScriptedPolicy, episodes: int, seed: int) -> dict[str, np.nd
 
 
 def measure_rl(novice: str, policy: ScriptedPolicy, episodes: int, seed: int) -> dict:
-    """agent_0's row for ``novice`` beside the RL experts (as :func:`measure`)."""
+    """agent_0's row for ``novice`` beside the RL experts (as :func:`measure`; the last column
+    is then the RL experts' return)."""
     rows = rl_rows(policy, episodes, seed)
-    ret = rows["return"][:, 0]
-    low, high = t_interval(ret)
-    out = {"setting": "7x7_100_p0.5_rl_experts", "novice": novice, "episodes": episodes,
-           "layout_seed": seed, "return": round(float(ret.mean()), 4),
-           "return_low": round(low, 4), "return_high": round(high, 4)}  # fmt: skip
-    for name in METRICS:
-        out[name] = round(float(np.nanmean(rows[name][:, 0])), 4)
-    out["oracles_return"] = round(float(rows["return"][:, 1:].mean()), 4)  # the experts' here
-    return out
+    return novice_row("7x7_100_p0.5_rl_experts", novice, rows, episodes, seed)
 
 
 def bars(rows: list[dict], trail_from_random: bool = False) -> list[list[object]]:
