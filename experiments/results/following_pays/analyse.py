@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from experiments.results import study
+from experiments.results.study import check_poolable, finished, run, shown
 from marlgrid.analysis.report import read_curves_csv, write_csv
-from marlgrid.analysis.runs import config_differences
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
+ROOT = study.ROOT
 #: curve name -> metrics.csv column (the novice is agent_0)
 CURVES = {
     "return": "charts/episodic_return",
@@ -82,51 +81,11 @@ def bars(path: Path) -> dict[str, tuple[float, float]]:
         }
 
 
-def check_poolable(runs: Sequence[Path]) -> None:
-    """Exit naming the keys where the configs of one arm's runs differ beyond the seed and
-    bookkeeping (:func:`marlgrid.analysis.runs.config_differences`)."""
-    differ = config_differences([json.loads((r / "config.json").read_text()) for r in runs])
-    if differ:
-        sys.exit(f"refusing to pool {[str(r) for r in runs]}: their configs differ in {differ}")
-
-
-KEEP_EVERY, KEEP_LAST, LOG_TAIL = 10, 100, 20
-
-
 def keep(run_dir: Path, kept: Path) -> None:
-    """Copy what the page needs of a finished run into ``kept`` (module docstring)."""
-    kept.mkdir(parents=True, exist_ok=True)
-    (kept / "config.json").write_text((run_dir / "config.json").read_text())
-    log = run_dir / "train.log"
-    lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL:] if log.is_file() else []
-    (kept / "train.log").write_text("".join(f"{line}\n" for line in lines))
-    with (run_dir / "metrics.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    columns = ["step", *[c for c in CURVES.values() if rows and c in rows[0]]]
-    chosen = [r for i, r in enumerate(rows) if i % KEEP_EVERY == 0 or i >= len(rows) - KEEP_LAST]
-    write_csv(kept / "metrics.csv", columns, [[r[c] for c in columns] for r in chosen])
-    if kept.parent.name in EXPORTED and not (kept / "agent.pt").exists():
-        note = f"following_pays {kept.parent.name} {kept.name}: the final policy"
-        run([sys.executable, "experiments/export_expert.py", str(run_dir),
-             str(kept / "agent.pt"), "--note", note])  # fmt: skip
-
-
-def finished(runs: Sequence[Path]) -> list[Path]:
-    """The runs whose training ended."""
-    from marlgrid.analysis.runs import COMPLETE, find_runs
-
-    return [r.path for r in find_runs(runs).runs if r.status == COMPLETE] if runs else []
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository where it lies inside it (the eval rows' key)."""
-    path = path.resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def run(cmd: list[str]) -> None:
-    print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    """Keep what the page needs of a finished run (:func:`experiments.results.study.keep`):
+    the curve columns, and the final policy of the arms in :data:`EXPORTED`."""
+    note = f"following_pays {kept.parent.name} {kept.name}: the final policy"
+    study.keep(run_dir, kept, CURVES.values(), note if kept.parent.name in EXPORTED else None)
 
 
 def final_values(path: Path) -> dict[str, float]:
@@ -208,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     done = {a: finished(runs) for a, runs in live.items()}
     py = sys.executable
     if not args.skip_eval:
-        every = [_shown(r) for runs in done.values() for r in runs]
+        every = [shown(r) for runs in done.values() for r in runs]
         if every:
             run([py, "experiments/results/experts_eval.py", *every,
                  "--episodes", str(args.episodes), "--seed", str(args.seed), "--partners",
