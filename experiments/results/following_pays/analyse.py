@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
     write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))
     for setting in dict.fromkeys(ARM_SETTING[a] for a in arms):
-        shown = [a for a in arms if ARM_SETTING[a] == setting]
-        figure(shown, args.out, table)
+        drawn = [a for a in arms if ARM_SETTING[a] == setting]
+        figure(drawn, args.out, table)
         (args.out / "curves.png").rename(args.out / f"curves_{setting}.png")
 
 
