@@ -30,7 +30,9 @@ import numpy as np
 
 from experiments.results import study
 from experiments.results.study import check_poolable, finished, run, shown
+from marlgrid.analysis.curves import CurveError, read_curve
 from marlgrid.analysis.report import read_curves_csv, write_csv
+from marlgrid.analysis.stats import IQM_MIN_RUNS
 
 HERE = Path(__file__).resolve().parent
 ROOT = study.ROOT
@@ -128,12 +130,25 @@ def figure(arms: Sequence[str], out: Path, table: dict) -> None:
              "noisy": "noisy follower", "play_safe": "play safe", "random": "random"}  # fmt: skip
     fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 4))
     setting = ARM_SETTING[arms[0]]
-    for ax, (name, _) in zip(axes, CURVES.items(), strict=True):
-        for arm in arms:
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (name, column) in zip(axes, CURVES.items(), strict=True):
+        for i, arm in enumerate(arms):
             path = out / f"{arm}_{name}_curves.csv"
             for c in read_curves_csv(path) if path.exists() else []:
-                ax.plot(c.grid, c.bands.mean, label=f"{arm} (n={int(np.nanmax(c.bands.n))})")
-                ax.fill_between(c.grid, c.bands.mean_low, c.bands.mean_high, alpha=0.2)
+                n = int(np.nanmax(c.bands.n))
+                if n >= IQM_MIN_RUNS:  # from 5 seeds: the mean with its t-interval
+                    ax.plot(c.grid, c.bands.mean, color=colours[i], label=f"{arm} (n={n})")
+                    ax.fill_between(c.grid, c.bands.mean_low, c.bands.mean_high,
+                                    color=colours[i], alpha=0.2)  # fmt: skip
+            if not path.exists() or n < IQM_MIN_RUNS:  # below: each seed's own curve
+                seeds = sorted((out / "kept" / arm).glob("seed_*"))
+                for k, run_dir in enumerate(seeds):
+                    try:
+                        steps, values = read_curve(run_dir, column)
+                    except CurveError:  # an arm without experts has no following measures
+                        continue
+                    label = f"{arm} ({len(seeds)} seeds, one line each)" if k == 0 else None
+                    ax.plot(steps, values, color=colours[i], linewidth=0.8, label=label)
         key = "return" if name == "return" else name
         for style, (novice, label) in zip(("--", ":", "-.", "--", ":"), lines.items(), strict=True):
             value = table[(setting, novice)][key]
