@@ -42,10 +42,12 @@ def finished(runs: Sequence[Path]) -> list[Path]:
     return [r.path for r in find_runs(runs).runs if r.status == COMPLETE] if runs else []
 
 
-def check_poolable(runs: Sequence[Path]) -> None:
-    """Exit naming the keys where the configs of one arm's runs differ beyond the seed and
-    bookkeeping (:func:`marlgrid.analysis.runs.config_differences`)."""
-    differ = config_differences([json.loads((r / "config.json").read_text()) for r in runs])
+def check_poolable(runs: Sequence[Path], allowed: Sequence[str] = ()) -> None:
+    """Exit naming the keys where the configs of one arm's runs differ beyond the seed,
+    bookkeeping and the ``allowed`` keys (an arm's per-seed settings, e.g. an ``init_from``
+    that names the seed's own start) (:func:`marlgrid.analysis.runs.config_differences`)."""
+    configs = [json.loads((r / "config.json").read_text()) for r in runs]
+    differ = config_differences(configs, allowed)
     if differ:
         sys.exit(f"refusing to pool {[str(r) for r in runs]}: their configs differ in {differ}")
 

@@ -55,6 +55,8 @@ ARM_SETTING = {
 }
 #: arms whose final policies are kept (the start of social_to_1.5)
 EXPORTED = ("social",)
+#: per arm, the config keys its seeds differ in by design (each starts from its own seed's run)
+PER_SEED = {"social_to_1.5": ("init_from",)}
 OUTPUTS = ("pass_rule.csv", *(f"curves_{s}.png" for s in dict.fromkeys(ARM_SETTING.values())))
 
 
@@ -197,12 +199,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"no finished runs under {args.runs}/<arm>/seed_* for arms {args.arms}")
     table = controls(HERE / "controls.csv")
     for arm, runs in arms.items():
-        check_poolable(runs)
+        check_poolable(runs, PER_SEED.get(arm, ()))
         extra = ["--include-unfinished"] if args.include_unfinished else []
         for name, column in curves_of(arm).items():
             stem = str(args.out / f"{arm}_{name}")
+            pool = [f"--pool-over={','.join(PER_SEED[arm])}"] if arm in PER_SEED else []
             run([py, "experiments/aggregate.py", *map(str, runs), "--metric", column,
-                 "--last", "20", "--out", stem, *extra])  # fmt: skip
+                 "--last", "20", "--out", stem, *extra, *pool])  # fmt: skip
             for own in (".md", ".png"):  # aggregate's own table and figure: the page has its own
                 Path(stem + own).unlink(missing_ok=True)
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
