@@ -85,3 +85,39 @@ def test_the_analysis_never_touches_the_committed_page_and_refuses_a_reduced_bud
     with pytest.raises(SystemExit, match="total_timesteps"):
         analyse.main(["--runs", str(runs), "--out", str(out), "--arms", "social", "--skip-eval"])
     assert _digests(analyse.HERE) == committed
+
+
+def _write(path, header, rows):
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def test_the_readings_apply_the_rule_to_each_arm(tmp_path):
+    from experiments.results.following_pays.readings import readings
+
+    follows = {"social": [True, True, True, True, False], "solo": [""] * 5,
+               "social_to_1.5": [True, False, False, True, True],
+               "social_p1.5": [False] * 3}  # fmt: skip
+    table = [[arm, k + 1, 0.0, 0.9, 0.495, 0.2, 0.138, f] for arm, fs in follows.items()
+             for k, f in enumerate(fs)]  # fmt: skip
+    header = ["arm", "seed", "training_return", "order_expert", "order_bar",
+              "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
+    _write(tmp_path / "pass_rule.csv", header, table)
+    greedy = {"social": [18.0, 17.0, 16.5, 18.5, 15.0], "solo": [0.6, 0.7, 1.0, 0.9, 0.8],
+              "social_to_1.5": [17.0] * 5, "social_p1.5": [1.0, 1.1, 0.9]}  # fmt: skip
+    rows = [[f"runs/following_pays/{arm}/seed_{k + 1}", mode, 200, r if mode == "greedy" else -9]
+            for arm, rs in greedy.items() for k, r in enumerate(rs)
+            for mode in ("greedy", "sampled")]  # fmt: skip
+    _write(tmp_path / "eval.csv", ["run", "mode", "episodes", "return"], rows)
+    out = {(r[0], r[1]): r for r in readings(tmp_path / "pass_rule.csv", tmp_path / "eval.csv")}
+    assert out[("1_emerges", "social")][-1].startswith("following emerges")  # 4 of 5
+    assert out[("1_emerges", "social")][5] == 17.0  # the mean greedy return (not the sampled)
+    assert out[("5_survives", "social_to_1.5")][-1].startswith("following does not survive")
+    assert out[("1_emerges", "social_p1.5")][-1].startswith("pending (0 of 3")
+    social_solo = out[("2_social_beats_solo", "social")]
+    # one seed at 2.0 widens social's spread: Welch's p is above 0.05, so not shown
+    assert social_solo[12] > 0.0 and social_solo[-1] in ("social beats solo", "not shown")
+    assert social_solo[-1] == ("social beats solo" if social_solo[12] < 0.05 else "not shown")
+    assert out[("5_needs_slope", "social_p1.5")][-1].startswith("pending")

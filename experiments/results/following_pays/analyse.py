@@ -11,7 +11,8 @@ its ``train.log`` and the curve columns of its ``metrics.csv`` (every 10th row, 
 the last 100) go to ``<out>/kept/<arm>/seed_<k>/``, so that a later session can add seeds after
 the run directories are gone. ``aggregate.py`` then draws the curves and per-seed finals of the
 return and of the novice's following measures from every kept run, and this script writes
-``pass_rule.csv`` (each seed's measures against the plan's bars) and ``curves_<map>.png`` (the
+``pass_rule.csv`` (each seed's measures against the plan's bars), ``readings.csv`` (the rule
+read arm by arm: ``readings.py``) and ``curves_<map>.png`` (the
 arms with the scripted controls of ``controls.csv`` as lines). Writing into a folder under
 ``experiments/`` that already holds these files needs ``--overwrite`` (committed page data are
 never replaced by accident; the default folder is scratch), and runs of one
@@ -29,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.results import study
+from experiments.results.following_pays.readings import HEADER as READINGS_HEADER
+from experiments.results.following_pays.readings import readings
 from experiments.results.study import check_poolable, finished, run, shown
 from marlgrid.analysis.curves import CurveError, read_curve
 from marlgrid.analysis.report import read_curves_csv, write_csv
@@ -57,7 +60,11 @@ ARM_SETTING = {
 EXPORTED = ("social",)
 #: per arm, the config keys its seeds differ in by design (each starts from its own seed's run)
 PER_SEED = {"social_to_1.5": ("init_from",)}
-OUTPUTS = ("pass_rule.csv", *(f"curves_{s}.png" for s in dict.fromkeys(ARM_SETTING.values())))
+OUTPUTS = (
+    "pass_rule.csv",
+    "readings.csv",
+    *(f"curves_{s}.png" for s in dict.fromkeys(ARM_SETTING.values())),
+)
 
 
 def controls(path: Path) -> dict[tuple[str, str], dict[str, float]]:
@@ -211,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
     write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))
+    if (args.out / "eval.csv").exists():  # the rule read arm by arm (readings.py)
+        rows = readings(args.out / "pass_rule.csv", args.out / "eval.csv")
+        write_csv(args.out / "readings.csv", READINGS_HEADER, rows)
     for setting in dict.fromkeys(ARM_SETTING[a] for a in arms):
         drawn = [a for a in arms if ARM_SETTING[a] == setting]
         figure(drawn, args.out, table)
