@@ -121,3 +121,18 @@ def test_the_readings_apply_the_rule_to_each_arm(tmp_path):
     assert social_solo[12] > 0.0 and social_solo[-1] in ("social beats solo", "not shown")
     assert social_solo[-1] == ("social beats solo" if social_solo[12] < 0.05 else "not shown")
     assert out[("5_needs_slope", "social_p1.5")][-1].startswith("pending")
+
+
+def test_the_extension_rule_compares_the_last_million_steps_with_the_million_before():
+    import numpy as np
+
+    from experiments.results.following_pays.readings import extension_rows, windows
+
+    steps = np.arange(1, 101) * 100_000.0  # 10M steps, a value every 100k
+    flat = np.full(100, 10.0)
+    rising = np.where(steps > 9_000_000, 12.0, 10.0)  # +20% in the last million
+    assert windows(steps, rising) == (12.0, 10.0)
+    rows = {r[0]: r for r in extension_rows({"a": [(steps, flat), (steps, rising)],
+                                            "b": [(steps, flat), (steps, flat)]})}  # fmt: skip
+    assert rows["a"][2:] == [11.0, 10.0, 1.1, True]  # seeds' means: +10% > 5%
+    assert rows["b"][2:] == [10.0, 10.0, 1.0, False]

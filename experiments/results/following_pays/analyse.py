@@ -30,8 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from experiments.results import study
+from experiments.results.following_pays.readings import (
+    EXTENSION_HEADER,
+    extension_rows,
+    readings,
+)
 from experiments.results.following_pays.readings import HEADER as READINGS_HEADER
-from experiments.results.following_pays.readings import readings
 from experiments.results.study import check_poolable, finished, run, shown
 from marlgrid.analysis.curves import CurveError, read_curve
 from marlgrid.analysis.report import read_curves_csv, write_csv
@@ -58,11 +62,14 @@ ARM_SETTING = {
 }
 #: arms whose final policies are kept (the start of social_to_1.5)
 EXPORTED = ("social",)
+#: arms the plan's extension rule does not concern (a 5M-step continuation of another arm)
+NOT_EXTENDED = ("social_to_1.5",)
 #: per arm, the config keys its seeds differ in by design (each starts from its own seed's run)
 PER_SEED = {"social_to_1.5": ("init_from",)}
 OUTPUTS = (
     "pass_rule.csv",
     "readings.csv",
+    "extension.csv",
     *(f"curves_{s}.png" for s in dict.fromkeys(ARM_SETTING.values())),
 )
 
@@ -218,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     header = ["arm", "seed", "training_return", "order_expert", "order_bar",
               "trail_expert_excess", "trail_bar", "following_emerges"]  # fmt: skip
     write_csv(args.out / "pass_rule.csv", header, pass_rule_rows(arms, args.out))
+    curves = {a: [read_curve(r, CURVES["return"]) for r in runs]
+              for a, runs in arms.items() if a not in NOT_EXTENDED}  # fmt: skip
+    write_csv(args.out / "extension.csv", EXTENSION_HEADER, extension_rows(curves))
     if (args.out / "eval.csv").exists():  # the rule read arm by arm (readings.py)
         rows = readings(args.out / "pass_rule.csv", args.out / "eval.csv")
         write_csv(args.out / "readings.csv", READINGS_HEADER, rows)

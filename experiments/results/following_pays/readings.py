@@ -18,6 +18,10 @@ import numpy as np
 from marlgrid.analysis.stats import t_interval, welch
 
 SEEDS = 5  #: seeds per arm in the plan
+#: the plan's extension rule: an arm whose mean training return over its last WINDOW env steps
+#: is more than RISE above that over the WINDOW before is extended to 15M steps before reading
+WINDOW, RISE = 1_000_000, 0.05
+EXTENSION_HEADER = ["arm", "seeds", "last_window", "window_before", "ratio", "still_rising"]
 HEADER = ["rule", "arm", "other", "seeds", "seeds_other", "value", "low", "high",
           "value_other", "low_other", "high_other", "t", "p", "reading"]  # fmt: skip
 
@@ -105,4 +109,30 @@ def readings(pass_rule_csv: Path, eval_csv: Path) -> list[list[object]]:
         out.append(["5_needs_slope", "social_p1.5", "social", n, n0,
                     *_summary(returns("social_p1.5")), *_summary(returns("social")), "", "",
                     reading])  # fmt: skip
+    return out
+
+
+def windows(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    """The mean of ``values`` over the last :data:`WINDOW` env steps of a run and over the
+    window before it (NaN values skipped)."""
+    end = steps[-1]
+    last = values[steps > end - WINDOW]
+    before = values[(steps > end - 2 * WINDOW) & (steps <= end - WINDOW)]
+    def mean(x: np.ndarray) -> float:  # NaN for a window without values (a short run)
+        return float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
+
+    return mean(last), mean(before)
+
+
+def extension_rows(curves: dict[str, list[tuple[np.ndarray, np.ndarray]]]) -> list[list[object]]:
+    """The extension rule per arm (:data:`EXTENSION_HEADER`) from each seed's training-return
+    curve ``(steps, values)``: the means over seeds of both windows, their ratio, and whether
+    the arm still rises (last > (1 + RISE) * before)."""
+    out = []
+    for arm, runs in curves.items():
+        pairs = np.array([windows(s, v) for s, v in runs])
+        last, before = float(pairs[:, 0].mean()), float(pairs[:, 1].mean())
+        ratio = last / before if before else float("nan")
+        out.append([arm, len(runs), round(last, 4), round(before, 4), round(ratio, 4),
+                    bool(last > (1 + RISE) * before)])  # fmt: skip
     return out
