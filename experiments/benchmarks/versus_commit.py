@@ -30,10 +30,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from experiments.benchmarks.ledger import LOOPS as LEDGER_LOOPS
 
-from experiments.benchmarks.ledger import LOOPS as LEDGER_LOOPS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 TRAIN = ["experiments/train.py", "video=false", "eval_every=0", "logger.progress=false"]
 #: loop -> (agents per env step, train.py overrides (those of ledger.LOOPS) or None for the

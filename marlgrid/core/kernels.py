@@ -1,8 +1,9 @@
 """Compiled kernels: stepping and observation building over all agents of all envs.
 
-Everything here is plain numba over arrays; the :class:`marlgrid.engine.Engine` owns the arrays and
-documents their layout. Randomness inside a step comes from a per-env splitmix64 stream seeded from
-the env's numpy generator at reset, so the same seed and actions give the same episode, bit for bit.
+Everything here is plain numba over arrays; the :class:`marlgrid.core.engine.Engine` owns the
+arrays and documents their layout. Randomness inside a step comes from a per-env splitmix64
+stream seeded from the env's numpy generator at reset, so the same seed and actions give the
+same episode, bit for bit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Following measured against a time-shuffled control in the same episodes.
 
 :class:`EntryLog` keeps, for ``N`` envs of ``K`` agents, the goal-cycle tile each agent entered
-on each step of the running episode (-1 for none); :class:`marlgrid.social.SocialTracker`
+on each step of the running episode (-1 for none); :class:`marlgrid.metrics.social.SocialTracker`
 writes it in its compiled step sweep and, when an episode ends, asks :meth:`EntryLog.repeats`
 for these metrics per agent and reference set (``other`` / ``expert``):
 

@@ -26,7 +26,7 @@ rules_f           (N, N_RULES_F) float   each env's float episode rules (float64
 
 Until an env is reset its arrays hold no world: :meth:`Engine.require_started` raises then.
 
-Absent agents (status 3, :data:`marlgrid.kernels.ABSENT`) are out of their env until its next
+Absent agents (status 3, :data:`marlgrid.core.kernels.ABSENT`) are out of their env until its next
 reset: they occupy no cell, their actions are ignored, they get no reward and no done flag, no
 view shows them (their own view is blank) and :attr:`Engine.status` ``== ACTIVE`` (what the
 social metrics and scripted policies read) is False for them. :meth:`Engine.remove_agents`
@@ -46,7 +46,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from marlgrid import kernels as K
 from marlgrid.config import AgentConfig
 from marlgrid.constants import (
     COLOR_TO_IDX,
@@ -57,8 +56,9 @@ from marlgrid.constants import (
     N_TYPES,
     OBJECT_TO_IDX,
 )
-from marlgrid.layout import Layout
-from marlgrid.rules import Rules
+from marlgrid.core import kernels as K
+from marlgrid.core.layout import Layout
+from marlgrid.core.rules import Rules
 
 Generator = Callable[[Layout], None]
 
@@ -271,7 +271,7 @@ class Engine:
             if a.observation == "onehot":
                 K.to_onehot(envs, self.sym, k, a.view_size, N_TYPES, N_COLORS, self._views[k])
             elif a.observation == "rgb":
-                from marlgrid.atlas import get_atlas
+                from marlgrid.core.atlas import get_atlas
 
                 atlas = get_atlas(a.tile_size)
                 self.update_colors()

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from marlgrid import kernels as K
 from marlgrid.config import (
     MAX_COUNT,
     MAX_REWARD,
@@ -17,6 +16,7 @@ from marlgrid.config import (
     check_float,
     check_int,
 )
+from marlgrid.core import kernels as K
 
 _BOOLS = (
     "ghost_mode",

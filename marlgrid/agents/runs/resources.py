@@ -53,7 +53,7 @@ from gymnasium import spaces
 from marlgrid.agents.algorithms.losses import with_term_heads
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.training.env_sources import make_env_source
-from marlgrid.agents.training.network_size import (
+from marlgrid.agents.runs.network_size import (
     NetSize,
     head_size,
     network_size,

@@ -15,7 +15,8 @@ policy remembers, its random streams included, is kept per (engine, env, agent).
 
 Policies defined in other modules are registered here by path: ``follower``, ``goal_seeker``
 (single-goal rooms), ``reward_blind`` and ``play_safe`` (goal-cycle baselines), ``cue_reader``
-and ``cue_blind`` (the T-maze's oracle and memoryless baseline, :mod:`marlgrid.hallway_ends`).
+and ``cue_blind`` (the T-maze's oracle and memoryless baseline,
+:mod:`marlgrid.policies.hallway_ends`).
 
 The oracle and the discoverer take ``epsilon``: with that probability, each step, the agent
 takes a uniformly random action instead (what it then enters still teaches the discoverer).
@@ -31,10 +32,10 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from marlgrid import kernels as K
 from marlgrid.config import check_float
 from marlgrid.constants import CAN_OVERLAP, CYCLE_TILE, DIR_TO_VEC, DOOR, FORWARD, LEFT, RIGHT
-from marlgrid.engine import Engine
+from marlgrid.core import kernels as K
+from marlgrid.core.engine import Engine
 
 
 @njit(cache=True)
@@ -148,8 +149,9 @@ class ScriptedPolicy:
     """
 
     _NOISE_STREAM = 1
-    #: plays the task as an expert would (social metrics count its agent as an expert)
-    is_expert = True
+    #: plays the task as an expert would (social metrics count its agent as an expert); a
+    #: policy is not one unless its class declares it
+    is_expert = False
     #: plays goal-cycle tiles only (an env without them is refused before it plays)
     needs_goal_cycle = False
 
@@ -220,6 +222,7 @@ class RandomPolicy(ScriptedPolicy):
 class OraclePolicy(ScriptedPolicy):
     """Shortest path to the next correct tile (privileged: reads tile ids and cycle state)."""
 
+    is_expert = True
     needs_goal_cycle = True
 
     def _planned_actions(self, engine: Engine, k: int) -> np.ndarray:
@@ -390,6 +393,7 @@ class DiscovererPolicy(ScriptedPolicy):
     the same seed would. A correct entry must pay a positive reward (``cycle_reward > 0``).
     """
 
+    is_expert = True
     needs_goal_cycle = True
 
     def _start(self) -> None:
@@ -458,12 +462,12 @@ POLICIES: dict[str, type[ScriptedPolicy] | str] = {
     "random": RandomPolicy,
     "oracle": OraclePolicy,
     "discoverer": DiscovererPolicy,
-    "follower": "marlgrid.follower:FollowerPolicy",
-    "goal_seeker": "marlgrid.goal_seeker:GoalSeekerPolicy",
-    "reward_blind": "marlgrid.baselines:RewardBlindPolicy",
-    "play_safe": "marlgrid.baselines:PlaySafePolicy",
-    "cue_reader": "marlgrid.hallway_ends:CueReaderPolicy",
-    "cue_blind": "marlgrid.hallway_ends:CueBlindPolicy",
+    "follower": "marlgrid.policies.follower:FollowerPolicy",
+    "goal_seeker": "marlgrid.policies.goal_seeker:GoalSeekerPolicy",
+    "reward_blind": "marlgrid.policies.baselines:RewardBlindPolicy",
+    "play_safe": "marlgrid.policies.baselines:PlaySafePolicy",
+    "cue_reader": "marlgrid.policies.hallway_ends:CueReaderPolicy",
+    "cue_blind": "marlgrid.policies.hallway_ends:CueBlindPolicy",
 }
 
 

@@ -18,7 +18,7 @@ import torch
 
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.training.learner_checks import check_saved_learners
-from marlgrid.agents.training.run_dir import replace_atomically
+from marlgrid.agents.runs.run_dir import replace_atomically
 from marlgrid.config import ConfigError
 
 #: 3: networks are a torso (encoder, trunk, core) plus heads, and every learner saves its own

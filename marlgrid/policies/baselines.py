@@ -2,8 +2,9 @@
 with perfect navigation and nothing else (DESIGN.md §7, "Chance and ceilings first").
 
 Both are :class:`~marlgrid.policies.ScriptedPolicy` classes registered in
-:data:`marlgrid.policies.POLICIES` by path (``"marlgrid.baselines:..."``), so roles, evaluation
-and ``make_policy`` reach them by name. Neither counts as an expert (``is_expert = False``).
+:data:`marlgrid.policies.POLICIES` by path (``"marlgrid.policies.baselines:..."``), so roles,
+evaluation and ``make_policy`` reach them by name. Neither counts as an expert
+(``is_expert = False``).
 
 * ``reward_blind`` (:class:`RewardBlindPolicy`), the reward-blind cycler: it walks shortest
   paths to the tiles (never crossing one it does not aim at) but never reads a reward. It
@@ -27,10 +28,10 @@ import weakref
 
 import numpy as np
 
-from marlgrid import kernels as K
 from marlgrid.constants import CYCLE_TILE, DIR_TO_VEC, FORWARD, LEFT, RIGHT
-from marlgrid.engine import Engine
-from marlgrid.policies import ScriptedPolicy, navigate, path_lengths
+from marlgrid.core import kernels as K
+from marlgrid.core.engine import Engine
+from marlgrid.policies.scripted import ScriptedPolicy, navigate, path_lengths
 
 __all__ = ["PlaySafePolicy", "RewardBlindPolicy"]
 

@@ -2,7 +2,7 @@
 
 Registered in :data:`marlgrid.policies.POLICIES` as ``"follower"`` (``make_policy("follower")``),
 so it can take any agent's slot in training roles or in :mod:`marlgrid.analysis.chance`. It
-is the positive control of the following metrics (:mod:`marlgrid.following`): an agent that
+is the positive control of the following metrics (:mod:`marlgrid.metrics.following`): an agent that
 does nothing but follow, set beside :class:`~marlgrid.policies.RandomPolicy`, which never does.
 
 Three kinds of following, one class (what each pays is measured in
@@ -26,11 +26,11 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from marlgrid import kernels as K
 from marlgrid.config import ConfigError, check_int
 from marlgrid.constants import DONE
-from marlgrid.engine import Engine
-from marlgrid.policies import ScriptedPolicy, navigate
+from marlgrid.core import kernels as K
+from marlgrid.core.engine import Engine
+from marlgrid.policies.scripted import ScriptedPolicy, navigate
 
 DEFAULT_LAG = 2
 LEADER_RULES = ("locked", "nearest_each_step")

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from marlgrid.constants import LAVA
-from marlgrid.engine import Engine
-from marlgrid.goal_seeker import goal_targets
-from marlgrid.policies import ScriptedPolicy, navigate
+from marlgrid.core.engine import Engine
+from marlgrid.policies.goal_seeker import goal_targets
+from marlgrid.policies.scripted import ScriptedPolicy, navigate
 
 __all__ = ["CueBlindPolicy", "CueReaderPolicy"]
 

@@ -31,12 +31,12 @@ When an episode ends it yields one row per agent of these metrics:
     the share of all the agent's tile entries that repeat an entry of the same tile by another
     agent / an expert within ``repeat_window`` steps, the same share with their entries shifted
     in time (its chance level in the same episodes) and the difference
-    (:mod:`marlgrid.following`).
+    (:mod:`marlgrid.metrics.following`).
 ``order_<kind>``, ``trail_<kind>`` (each with ``_shuffled`` and ``_excess``)
     the share of the agent's tile entries that continue another agent's / an expert's
     sequence of entries in order, with any lag up to ``order_lag`` (default: the whole episode
     so far), and the share of its steps on a cell another agent / an expert held within the
-    last ``trail_window`` steps (:mod:`marlgrid.following`).
+    last ``trail_window`` steps (:mod:`marlgrid.metrics.following`).
 
 Step-state metrics count the states before each step (what the agent acts on), so an episode
 of ``T`` steps counts states ``0..T-1``. A tile entry is a ``forward`` action from in play
@@ -54,9 +54,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from marlgrid import kernels as K
 from marlgrid.constants import DIR_TO_VEC, FORWARD
-from marlgrid.following import (
+from marlgrid.core import kernels as K
+from marlgrid.metrics.following import (
     DEFAULT_REPEAT_WINDOW,
     DEFAULT_TRAIL_WINDOW,
     NO_ENTRY,
@@ -306,7 +306,7 @@ class SocialTracker:
         order_lag: int | None = None,
         trail_window: int = DEFAULT_TRAIL_WINDOW,
     ) -> SocialTracker:
-        """A tracker sized for a :class:`marlgrid.engine.Engine` (tiles if a goal cycle is
+        """A tracker sized for a :class:`marlgrid.core.engine.Engine` (tiles if a goal cycle is
         among the rules of its episodes, current or next)."""
         rules = getattr(engine, "episode_rules", None) or [engine.rules]
         rules = [*rules, *getattr(engine, "next_rules", [])]
