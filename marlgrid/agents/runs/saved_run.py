@@ -38,6 +38,8 @@ from marlgrid.agents.runs.launch import absolute_checkpoints
 from marlgrid.agents.runs.run_dir import replace_atomically
 from marlgrid.analysis.curves import AnalysisError, CurveError, metric_columns, read_curve
 from marlgrid.analysis.runs import CONFIG_FILE, HYDRA_CONFIG, config_path, read_config
+from marlgrid.config import ConfigError
+from marlgrid.plugins import load_plugins
 
 if TYPE_CHECKING:
     from marlgrid.agents.training.train_config import TrainConfig
@@ -235,17 +237,21 @@ class SavedRun:
     def config(self) -> dict[str, Any]:
         """The run's resolved config as plain data (read once); relative frozen-role
         checkpoints made absolute against the run's :func:`launch_dir`; for an exported expert
-        file outside a run, the identity it carries."""
+        file outside a run, the identity it carries. Its ``plugins`` are imported here."""
         exported = self._exported_identity
-        if exported is not None:
-            return exported
-        self.config_file  # noqa: B018  (raises naming the run when it has no config)
-        try:
-            data = read_config(self.path)
-        except AnalysisError as exc:
-            raise SavedRunError(str(exc)) from None
-        base = launch_dir(self.path)
-        return (data or {}) if base is None else absolute_checkpoints(data or {}, base)
+        if exported is None:
+            self.config_file  # noqa: B018  (raises naming the run when it has no config)
+            try:
+                data = read_config(self.path) or {}
+            except AnalysisError as exc:
+                raise SavedRunError(str(exc)) from None
+            base = launch_dir(self.path)
+            exported = data if base is None else absolute_checkpoints(data, base)
+        try:  # the outside code the run was trained with, before anything is built from it
+            load_plugins(exported.get("plugins") or [])
+        except ConfigError as exc:
+            raise SavedRunError(f"{self.target}: {exc}") from None
+        return exported
 
     @cached_property
     def _exported_identity(self) -> dict[str, Any] | None:

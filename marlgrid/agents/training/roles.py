@@ -43,7 +43,7 @@ class RoleConfig:
     kind: str = "learner"  # learner (trained), frozen (a checkpoint, not trained) or scripted
     learner: str = MAIN  # learner: config name; frozen: learner name inside the checkpoint
     checkpoint: str | None = None  # frozen: checkpoint file to load the learner from
-    policy: str = "oracle"  # scripted: random, oracle or discoverer
+    policy: str = "oracle"  # scripted: a registered policy name (marlgrid.policies.POLICIES)
     deterministic: bool = False  # frozen: act greedily instead of sampling
     epsilon: float = 0.0  # scripted: chance of a uniformly random action each step, in [0, 1]
 
@@ -82,7 +82,8 @@ def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
 def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
     if role.policy not in POLICIES:
         raise ConfigError(
-            f"policy of {agent} must be one of {sorted(POLICIES)}, got {role.policy!r}"
+            f"policy of {agent} must be one of {sorted(POLICIES)}, got {role.policy!r} (a "
+            "policy of your own: register it in a module named in plugins=[...])"
         )
     check_float(f"epsilon of {agent}", role.epsilon, 0.0, 1.0)
 

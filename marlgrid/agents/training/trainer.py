@@ -85,6 +85,7 @@ from marlgrid.agents.training.train_config import (
     learner_configs,
 )
 from marlgrid.agents.training.warm_start import warm_start
+from marlgrid.plugins import load_plugins
 
 __all__ = [
     "EnvConfig",
@@ -129,6 +130,7 @@ class Trainer:
         callbacks: Sequence[Callback] = (),
         stop: StopRequest | None = None,
     ) -> None:
+        load_plugins(cfg.plugins)  # outside code first: what the config names may live there
         cfg.validate()
         configs = learner_configs(cfg)  # validated once the slots they drive are known
         check_memory(cfg, configs)  # before anything large is built
