@@ -73,3 +73,15 @@ def test_a_scripted_policy_is_no_expert_unless_it_declares_it():
     assert Wanderer.is_expert is False
     experts = {name for name in POLICIES if policy_class(name).is_expert}
     assert experts == {"oracle", "discoverer", "goal_seeker"}
+
+
+def test_the_kernels_get_the_engines_arrays_by_name():
+    """Each field of the kernels' records is the engine's array of that name (no position to
+    swap): the step record's and the view record's."""
+    vec = marlgrid.make_vec("MarlGrid-GoalCycle-13x13-3Agents-v0", num_envs=2)
+    engine = vec.engine
+    aliases = {"scratch_b": "_scratch_b", "scratch_i": "_scratch_i", "envs": "all_envs",
+               "out": "sym", "opaque": "_opaque"}  # fmt: skip
+    for record in (engine._step_arrays, engine._view_arrays):
+        for name, array in record._asdict().items():
+            assert array is getattr(engine, aliases.get(name, name)), name

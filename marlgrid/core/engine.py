@@ -170,71 +170,69 @@ class Engine:
             self._own_views[i] if i in self._own_views else self.sym[:, i, :v, :v]
             for i, v in enumerate(a.view_size for a in self.agents)
         ]
-        step_args = (
-            self.actions,
-            self.grid,
-            self.contents,
-            self.cycle_id,
-            self.spawn_ok,
-            self.pos,
-            self.dirs,
-            self.carrying,
-            self.carry_contents,
-            self.status,
-            self.prestige,
-            self.cycle_last,
-            self.streak,
-            self.step_count,
-            self.rng,
-            self.acfg_i,
-            self.acfg_f,
-            self.rules_i,
-            self.rules_f,
-            self.rewards,
-            self.terminated,
-            self.truncated,
-            self._scratch_b,
-            self._scratch_i,
-            self.last_reward,
-            self.just_done,
-            self.respawned,
+        self._step_arrays = world = K.StepArrays(
+            actions=self.actions,
+            grid=self.grid,
+            contents=self.contents,
+            cycle_id=self.cycle_id,
+            spawn_ok=self.spawn_ok,
+            pos=self.pos,
+            dirs=self.dirs,
+            carrying=self.carrying,
+            carry_contents=self.carry_contents,
+            status=self.status,
+            prestige=self.prestige,
+            cycle_last=self.cycle_last,
+            streak=self.streak,
+            step_count=self.step_count,
+            rng=self.rng,
+            acfg_i=self.acfg_i,
+            acfg_f=self.acfg_f,
+            rules_i=self.rules_i,
+            rules_f=self.rules_f,
+            rewards=self.rewards,
+            terminated=self.terminated,
+            truncated=self.truncated,
+            scratch_b=self._scratch_b,
+            scratch_i=self._scratch_i,
+            last_reward=self.last_reward,
+            just_done=self.just_done,
+            respawned=self.respawned,
         )
-        self._observe_args = (
-            self.all_envs,
-            self.grid,
-            self.pos,
-            self.dirs,
-            self.carrying,
-            self.status,
-            self.prestige,
-            self.acfg_i,
-            self.acfg_f,
-            self.hide,
-            self.sym,
-            self.vis,
-            self._opaque,
-            self.just_done,
+        self._view_arrays = view = K.ViewArrays(
+            envs=self.all_envs,
+            grid=self.grid,
+            pos=self.pos,
+            dirs=self.dirs,
+            carrying=self.carrying,
+            status=self.status,
+            prestige=self.prestige,
+            acfg_i=self.acfg_i,
+            acfg_f=self.acfg_f,
+            hide=self.hide,
+            out=self.sym,
+            vis=self.vis,
+            opaque=self._opaque,
+            just_done=self.just_done,
         )
         if self.num_envs < 8:
             # Few envs: one fused call saves numba's per-call overhead.
-            fused_args = (*step_args, self.all_envs, self.hide, self.sym, self.vis, self._opaque)
-            fused = _compiled_entry(K.step_and_observe, fused_args)
-            self._step_kernel = lambda: fused(*fused_args)
+            fused = _compiled_entry(K.step_and_observe, (world, view))
+            self._step_kernel = lambda: fused(world, view)
         else:
             # Many envs: the two loops compiled apart run faster than the fused one.
-            step = _compiled_entry(K.step_envs, step_args)
-            observe = _compiled_entry(K.observe, self._observe_args)
-            observe_args = self._observe_args
+            step = _compiled_entry(K.step_envs, (world,))
+            observe = _compiled_entry(K.observe, (view,))
 
             def step_kernel() -> None:
-                step(*step_args)
-                observe(*observe_args)
+                step(world)
+                observe(view)
 
             self._step_kernel = step_kernel
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        del state["_views"], state["_observe_args"], state["_step_kernel"]
+        del state["_views"], state["_step_arrays"], state["_view_arrays"], state["_step_kernel"]
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -260,7 +258,7 @@ class Engine:
     def observe(self, envs: np.ndarray | None = None) -> None:
         """Rebuild the views of ``envs`` (all by default) from the current state."""
         envs = self.all_envs if envs is None else np.asarray(envs, dtype=np.int64)
-        K.observe(envs, *self._observe_args[1:])
+        K.observe(self._view_arrays._replace(envs=envs))
         if self._converted:
             self._convert(envs)
 

@@ -8,6 +8,8 @@ same episode, bit for bit.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -200,36 +202,61 @@ def _resolve_blocking(n, moving, tx, ty, pos, status):
                     break
 
 
+class StepArrays(NamedTuple):
+    """What :func:`step_envs` reads and writes, by name (the engine's arrays; see
+    :class:`marlgrid.core.engine.Engine` for their layouts)."""
+
+    actions: np.ndarray
+    grid: np.ndarray
+    contents: np.ndarray
+    cycle_id: np.ndarray
+    spawn_ok: np.ndarray
+    pos: np.ndarray
+    dirs: np.ndarray
+    carrying: np.ndarray
+    carry_contents: np.ndarray
+    status: np.ndarray
+    prestige: np.ndarray
+    cycle_last: np.ndarray
+    streak: np.ndarray
+    step_count: np.ndarray
+    rng: np.ndarray
+    acfg_i: np.ndarray
+    acfg_f: np.ndarray
+    rules_i: np.ndarray
+    rules_f: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    scratch_b: np.ndarray
+    scratch_i: np.ndarray
+    last_reward: np.ndarray
+    just_done: np.ndarray
+    respawned: np.ndarray
+
+
+class ViewArrays(NamedTuple):
+    """What :func:`observe` reads and writes, by name: the envs to observe, the engine's arrays
+    it reads, and ``out`` / ``vis`` / ``opaque`` (the views, their masks, work space)."""
+
+    envs: np.ndarray
+    grid: np.ndarray
+    pos: np.ndarray
+    dirs: np.ndarray
+    carrying: np.ndarray
+    status: np.ndarray
+    prestige: np.ndarray
+    acfg_i: np.ndarray
+    acfg_f: np.ndarray
+    hide: np.ndarray
+    out: np.ndarray
+    vis: np.ndarray
+    opaque: np.ndarray
+    just_done: np.ndarray
+
+
 @njit(cache=True)
-def step_envs(
-    actions,
-    grid,
-    contents,
-    cycle_id,
-    spawn_ok,
-    pos,
-    dirs,
-    carrying,
-    carry_contents,
-    status,
-    prestige,
-    cycle_last,
-    streak,
-    step_count,
-    rng,
-    acfg_i,
-    acfg_f,
-    rules_i,
-    rules_f,
-    rewards,
-    terminated,
-    truncated,
-    scratch_b,
-    scratch_i,
-    last_reward,
-    just_done,
-    respawned,
-):
+def step_envs(world):
     """Advance every env one step from its pre-step state; write rewards and done flags.
 
     Env ``n`` plays under its own rules, rows ``rules_i[n]`` and ``rules_f[n]``.
@@ -238,6 +265,33 @@ def step_envs(
     finished in this step (they keep their last view) and ``respawned`` those that finished under
     the respawn rule in this step (their next view, once placed, is of a new life).
     """
+    actions = world.actions
+    grid = world.grid
+    contents = world.contents
+    cycle_id = world.cycle_id
+    spawn_ok = world.spawn_ok
+    pos = world.pos
+    dirs = world.dirs
+    carrying = world.carrying
+    carry_contents = world.carry_contents
+    status = world.status
+    prestige = world.prestige
+    cycle_last = world.cycle_last
+    streak = world.streak
+    step_count = world.step_count
+    rng = world.rng
+    acfg_i = world.acfg_i
+    acfg_f = world.acfg_f
+    rules_i = world.rules_i
+    rules_f = world.rules_f
+    rewards = world.rewards
+    terminated = world.terminated
+    truncated = world.truncated
+    scratch_b = world.scratch_b
+    scratch_i = world.scratch_i
+    last_reward = world.last_reward
+    just_done = world.just_done
+    respawned = world.respawned
     n_envs, n_agents = actions.shape
     # Per-agent scratch rows (no allocation per call): see SCRATCH_ROWS.
     moving, moved, acts, finishing = scratch_b[0], scratch_b[1], scratch_b[2], scratch_b[3]
@@ -443,22 +497,7 @@ def remove_agents(mask, grid, contents, pos, status, carrying, carry_contents, j
 
 
 @njit(cache=True)
-def observe(
-    envs,
-    grid,
-    pos,
-    dirs,
-    carrying,
-    status,
-    prestige,
-    acfg_i,
-    acfg_f,
-    hide,
-    out,
-    vis,
-    opaque,
-    just_done,
-):
+def observe(view):
     """Write every agent's egocentric symbolic view and visibility mask.
 
     ``out`` is ``(n_envs, n_agents, vmax, vmax, 3)`` uint8 indexed ``[.., x, y, channel]`` with the
@@ -467,6 +506,20 @@ def observe(
     that an agent that finished in this very step (``just_done``) still gets its last view.
     ``opaque`` is a ``(vmax, vmax)`` bool work space.
     """
+    envs = view.envs
+    grid = view.grid
+    pos = view.pos
+    dirs = view.dirs
+    carrying = view.carrying
+    status = view.status
+    prestige = view.prestige
+    acfg_i = view.acfg_i
+    acfg_f = view.acfg_f
+    hide = view.hide
+    out = view.out
+    vis = view.vis
+    opaque = view.opaque
+    just_done = view.just_done
     n_agents = status.shape[1]
     width, height = grid.shape[1], grid.shape[2]
     for n in envs:
@@ -639,83 +692,7 @@ def agent_colors(acfg_i, acfg_f, prestige, status, just_done, out):
 
 
 @njit(cache=True)
-def step_and_observe(
-    actions,
-    grid,
-    contents,
-    cycle_id,
-    spawn_ok,
-    pos,
-    dirs,
-    carrying,
-    carry_contents,
-    status,
-    prestige,
-    cycle_last,
-    streak,
-    step_count,
-    rng,
-    acfg_i,
-    acfg_f,
-    rules_i,
-    rules_f,
-    rewards,
-    terminated,
-    truncated,
-    scratch_b,
-    scratch_i,
-    last_reward,
-    just_done,
-    respawned,
-    envs,
-    hide,
-    sym,
-    vis,
-    opaque,
-):
-    """:func:`step_envs` then :func:`observe` of ``envs``, in one call from Python."""
-    step_envs(
-        actions,
-        grid,
-        contents,
-        cycle_id,
-        spawn_ok,
-        pos,
-        dirs,
-        carrying,
-        carry_contents,
-        status,
-        prestige,
-        cycle_last,
-        streak,
-        step_count,
-        rng,
-        acfg_i,
-        acfg_f,
-        rules_i,
-        rules_f,
-        rewards,
-        terminated,
-        truncated,
-        scratch_b,
-        scratch_i,
-        last_reward,
-        just_done,
-        respawned,
-    )
-    observe(
-        envs,
-        grid,
-        pos,
-        dirs,
-        carrying,
-        status,
-        prestige,
-        acfg_i,
-        acfg_f,
-        hide,
-        sym,
-        vis,
-        opaque,
-        just_done,
-    )
+def step_and_observe(world, view):
+    """:func:`step_envs` then :func:`observe`, in one call from Python."""
+    step_envs(world)
+    observe(view)
