@@ -216,9 +216,10 @@ class Engine:
             just_done=self.just_done,
         )
         if self.num_envs < 8:
-            # Few envs: one fused call saves numba's per-call overhead.
-            fused = _compiled_entry(K.step_and_observe, (world, view))
-            self._step_kernel = lambda: fused(world, view)
+            # Few envs: one fused call saves numba's per-call overhead (each array passed once).
+            views = K.ViewOutputs(view.envs, view.hide, view.out, view.vis, view.opaque)
+            fused = _compiled_entry(K.step_and_observe, (world, views))
+            self._step_kernel = lambda: fused(world, views)
         else:
             # Many envs: the two loops compiled apart run faster than the fused one.
             step = _compiled_entry(K.step_envs, (world,))

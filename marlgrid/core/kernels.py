@@ -691,8 +691,38 @@ def agent_colors(acfg_i, acfg_f, prestige, status, just_done, out):
             out[n, k] = agent_color(acfg_i, acfg_f, prestige, n, k) if shown else -1
 
 
+class ViewOutputs(NamedTuple):
+    """What :func:`step_and_observe` adds to a :class:`StepArrays` for its :func:`observe`: the
+    envs to observe, the hiding table, the views, their masks and work space (the other arrays
+    observe reads are the step's own, passed once)."""
+
+    envs: np.ndarray
+    hide: np.ndarray
+    out: np.ndarray
+    vis: np.ndarray
+    opaque: np.ndarray
+
+
 @njit(cache=True)
-def step_and_observe(world, view):
-    """:func:`step_envs` then :func:`observe`, in one call from Python."""
+def step_and_observe(world, views):
+    """:func:`step_envs` then :func:`observe`, in one call from Python (``views`` a
+    :class:`ViewOutputs`)."""
     step_envs(world)
-    observe(view)
+    observe(
+        ViewArrays(
+            envs=views.envs,
+            grid=world.grid,
+            pos=world.pos,
+            dirs=world.dirs,
+            carrying=world.carrying,
+            status=world.status,
+            prestige=world.prestige,
+            acfg_i=world.acfg_i,
+            acfg_f=world.acfg_f,
+            hide=views.hide,
+            out=views.out,
+            vis=views.vis,
+            opaque=views.opaque,
+            just_done=world.just_done,
+        )
+    )
