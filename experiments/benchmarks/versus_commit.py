@@ -44,7 +44,7 @@ LOOPS: dict[str, tuple[int, list[str] | None, int]] = {
     "popgym": (1, None, 49_152),
 }
 #: the POPGym script of each era: (path, arguments)
-POPGYM_SCRIPTS = ("experiments/popgym_sweep.py", "experiments/popgym.py")
+POPGYM_SCRIPTS = ("experiments/examples/popgym_sweep.py", "experiments/popgym.py")
 PROGRESS = re.compile(r"step\s+([\d,]+)\s.*?([\d,.]+) steps/s")
 
 

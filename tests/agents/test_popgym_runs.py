@@ -141,7 +141,7 @@ def test_a_sweep_cell_stops_on_sigint_and_resumes_when_rerun(
     pytest.importorskip("omegaconf")
     import os
 
-    from experiments.popgym_sweep import cell_record, main
+    from experiments.examples.popgym_sweep import cell_record, main
 
     original, calls = PPO.update, []
 

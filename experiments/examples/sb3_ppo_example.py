@@ -6,8 +6,8 @@ agent that reaches the goal is placed again at random and may score again), 64-s
 script prints the mean return per agent and episode of a random policy and of the trained one, and
 can write a video of the trained agents.
 
-    python experiments/sb3_ppo_example.py                       # about 1-2 minutes on 1 CPU
-    python experiments/sb3_ppo_example.py --timesteps 200000 --video videos/ppo.mp4
+    python experiments/examples/sb3_ppo_example.py      # about 1-2 minutes on 1 CPU
+    python experiments/examples/sb3_ppo_example.py --timesteps 200000 --video videos/ppo.mp4
 
 Needs ``pip install 'marlgrid[sb3]'`` (and ``marlgrid[video]`` for ``--video``).
 """

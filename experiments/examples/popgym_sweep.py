@@ -1,10 +1,12 @@
 """Train marlgrid learners on POPGym environments with the trainer and report POPGym's MMER.
 
-    python experiments/popgym_sweep.py --env RepeatPreviousEasy --memory gru --steps 200000
-    python experiments/popgym_sweep.py --env popgym-BattleshipEasy-v0 --num-envs 32 --set lr=0.0001
-    python experiments/popgym_sweep.py --sweep --envs RepeatPreviousEasy,CountRecallEasy \\
+    python experiments/examples/popgym_sweep.py --env RepeatPreviousEasy --memory gru --steps 200000
+    python experiments/examples/popgym_sweep.py --env popgym-BattleshipEasy-v0 --num-envs 32 \
+        --set lr=0.0001
+    python experiments/examples/popgym_sweep.py --sweep --envs RepeatPreviousEasy,CountRecallEasy \\
         --memories gru,none --seeds 0,1,2 --steps 500000 --out runs/popgym_sweep
-    python experiments/popgym_sweep.py --env MortarMayhem-Grid-v0 --memory gru --steps 1000000
+    python experiments/examples/popgym_sweep.py --env MortarMayhem-Grid-v0 --memory gru \
+        --steps 1000000
 
 One run trains the agent preset (``--agent``, default ``conf/agent/ppo_popgym.yaml``; ``--memory``
 and ``--set key=value`` override it) on ``--num-envs`` copies of the env, wrapped as POPGym's
@@ -57,7 +59,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PRESET = ROOT / "conf" / "agent" / "ppo_popgym.yaml"
 
 

@@ -1,9 +1,9 @@
 """Train RLlib PPO with an LSTM on a marlgrid env (no Hydra; needs ``pip install 'marlgrid[ray]'``).
 
-    python experiments/rllib_ppo.py                               # 3-agent goal cycle, shared
-    python experiments/rllib_ppo.py --independent --iterations 50 # one policy per agent id
-    python experiments/rllib_ppo.py --address auto                # on a running Ray cluster
-    python experiments/rllib_ppo.py --env-runners 4 --cpus 6      # sampling in 4 processes
+    python experiments/examples/rllib_ppo.py                       # 3-agent goal cycle, shared
+    python experiments/examples/rllib_ppo.py --independent --iterations 50   # a policy per agent
+    python experiments/examples/rllib_ppo.py --address auto        # on a running Ray cluster
+    python experiments/examples/rllib_ppo.py --env-runners 4 --cpus 6   # sampling in 4 processes
 
 Each iteration collects ``--batch`` env steps (one step of every agent each), updates every
 policy and prints the iteration's env steps/s and mean episode return (about 250 env steps/s on
