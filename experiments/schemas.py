@@ -2,8 +2,9 @@
 
 - :func:`train_schema`: :class:`~marlgrid.agents.training.train_config.TrainConfig` as a
   structured config whose free-form mappings (:data:`OPEN_KEYS`: ``env.settings``,
-  ``curriculum``) take new keys without ``+``: ``env.settings.penalty=0.5``,
-  ``'curriculum.streak_bonus.points=[[0,0.0],[200000,0.5]]'``.
+  ``curriculum``, ``roles``) take new keys without ``+``: ``env.settings.penalty=0.5``,
+  ``'curriculum.streak_bonus.points=[[0,0.0],[200000,0.5]]'``, ``roles.agent_0.kind=scripted``
+  (a role's fields are checked when the run is built: ``roles.as_role``).
 - :func:`agent_schema`: one learner config class (an algorithm's), with
   ``network.memory_kwargs`` open the same way: ``agent.network.memory_kwargs.k=4``.
 - :func:`check_bool_overrides`: OmegaConf reads ``1``, ``yes``, ``on`` (and their opposites) as
@@ -34,7 +35,7 @@ from marlgrid.agents.training.train_config import TrainConfig
 from marlgrid.config import ConfigError, check_bool
 
 #: free-form mappings of the train schema: a plain ``key.new=value`` adds an entry
-OPEN_KEYS = ("env.settings", "curriculum")
+OPEN_KEYS = ("env.settings", "curriculum", "roles")
 #: free-form mappings of a learner config's schema
 OPEN_AGENT_KEYS = ("network.memory_kwargs",)
 

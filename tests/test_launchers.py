@@ -149,7 +149,7 @@ def test_resolve_paths_makes_run_dir_and_checkpoints_absolute(tmp_path):
     out, run_dir = resolve_paths(cfg, "runs/multirun/default/seed_0", base=tmp_path)
     assert run_dir == tmp_path / "runs/multirun/default/seed_0"
     assert out.roles["agent_0"].checkpoint == str(tmp_path / frozen.checkpoint)
-    assert out.roles["agent_1"]["checkpoint"] == str(tmp_path / "c.pt")
+    assert out.roles["agent_1"].checkpoint == str(tmp_path / "c.pt")  # a mapping: a RoleConfig
     assert out.roles["agent_2"].checkpoint is None
     assert out.roles["agent_3"].checkpoint == str(Path.home() / "experts/a.pt")
     assert out.roles["agent_4"] is fixed

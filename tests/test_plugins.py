@@ -94,3 +94,26 @@ def test_outside_code_trains_then_its_run_evaluates_and_continues(tmp_path):
     done = subprocess.run([sys.executable, *evaluate[1:]], cwd=work, env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode != 0 and "cannot import module 'myext'" in done.stderr
+
+
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import experiments.train  # noqa: F401  (registers the schemas)
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        return OmegaConf.to_object(compose("train", overrides=overrides))
+
+
+def test_any_agent_takes_a_scripted_policy_on_the_command_line_without_a_preset():
+    from marlgrid.agents.training.roles import as_role
+
+    cfg = _compose(["env.id=MarlGrid-Empty-8x8-3Agents-v0", "roles.agent_0.kind=scripted",
+                    "roles.agent_0.policy=goal_seeker", "roles.agent_2.epsilon=0.1"])  # fmt: skip
+    assert as_role(cfg.roles["agent_0"]).policy == "goal_seeker"
+    assert as_role(cfg.roles["agent_2"]).kind == "learner"  # the other fields keep defaults
+    with pytest.raises(ConfigError, match=r"role of agent_0 has no settings \['polcy'\]"):
+        as_role({"kind": "scripted", "polcy": "oracle"}, "agent_0")
+    preset = _compose(["roles=novice_with_experts", "roles.agent_1.policy=discoverer"])
+    assert as_role(preset.roles["agent_1"]).policy == "discoverer"

@@ -73,7 +73,6 @@ def test_default_config_composes_and_converts():
         "agent.lrr=0.1",
         "env.num_env=3",
         "logger.csv=maybe",
-        "roles.agent_0.kindd=x",
         "agent.total_timesteps=5",  # one source of truth: total_timesteps is a TrainConfig key
         "agent.seed=1",
     ],
@@ -81,6 +80,15 @@ def test_default_config_composes_and_converts():
 def test_typos_fail_at_compose_time(override):
     with pytest.raises((ConfigCompositionException, ValidationError)):
         _compose([override])
+
+
+def test_roles_take_any_agent_id_and_a_typo_in_a_role_is_named_before_the_run():
+    from marlgrid.config import ConfigError
+
+    config = OmegaConf.to_object(_compose(["roles.agent_0.kind=scripted"]))
+    assert config.roles["agent_0"].kind == "scripted"  # a RoleConfig, its other fields default
+    with pytest.raises(ConfigError, match=r"role of agent_0 has no settings \['kindd'\]"):
+        OmegaConf.to_object(_compose(["roles.agent_0.kindd=x"]))
 
 
 def test_env_settings_take_new_keys_without_plus():

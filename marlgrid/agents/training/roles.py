@@ -29,7 +29,7 @@ from marlgrid.agents.runs.checkpoint import (
 )
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.agents.training.rollout import PolicyGroup
-from marlgrid.config import AgentConfig, ConfigError, check_float, space_difference
+from marlgrid.config import AgentConfig, ConfigError, check_bool, check_float, space_difference
 from marlgrid.policies import POLICIES, make_policy
 from marlgrid.registry import make
 
@@ -48,8 +48,16 @@ class RoleConfig:
     epsilon: float = 0.0  # scripted: chance of a uniformly random action each step, in [0, 1]
 
 
-def as_role(role: RoleConfig | Mapping[str, Any]) -> RoleConfig:
-    return RoleConfig(**role) if isinstance(role, Mapping) else role
+def as_role(role: RoleConfig | Mapping[str, Any], agent: str = "an agent") -> RoleConfig:
+    """``role`` as a :class:`RoleConfig` (a mapping of its fields, e.g. from the command line's
+    ``roles.agent_0.kind=scripted``); :class:`ConfigError` names a field it does not have."""
+    if not isinstance(role, Mapping):
+        return role
+    allowed = list(RoleConfig.__dataclass_fields__)
+    unknown = sorted(set(role) - set(allowed))
+    if unknown:
+        raise ConfigError(f"role of {agent} has no settings {unknown}; its settings are {allowed}")
+    return RoleConfig(**role)
 
 
 def role_identity(role: RoleConfig | Mapping[str, Any]) -> dict[str, Any]:
@@ -70,6 +78,7 @@ def _check_learner(agent: str, role: RoleConfig, names: list[str]) -> None:
 
 
 def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
+    check_bool(f"deterministic of {agent}", role.deterministic)
     if not role.checkpoint:
         raise ConfigError(f"frozen role of {agent} needs a checkpoint path")
     path = Path(str(role.checkpoint))
@@ -98,7 +107,7 @@ def resolve_roles(
         raise ConfigError(f"roles name unknown agent ids {unknown}; the env's agents are {agents}")
     resolved = {}
     for agent in agents:
-        role = _with_checkpoint_file(agent, as_role(roles.get(agent, RoleConfig())))
+        role = _with_checkpoint_file(agent, as_role(roles.get(agent, RoleConfig()), agent))
         if role.kind not in ROLE_KINDS:
             raise ConfigError(
                 f"role kind of {agent} must be one of {tuple(ROLE_KINDS)}, got {role.kind!r}"

@@ -26,7 +26,7 @@ from marlgrid.agents.training.mixing import (
     dropout_active,
     mixed_active,
 )
-from marlgrid.agents.training.roles import MAIN, RoleConfig, role_identity
+from marlgrid.agents.training.roles import MAIN, RoleConfig, as_role, role_identity
 from marlgrid.config import ConfigError, check_bool, check_int
 from marlgrid.plugins import check_plugin_names
 
@@ -74,7 +74,8 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     agent: Any = None  # the 'main' learner's config (any algorithm; None: learner.DEFAULT_ALGO's)
     learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
-    roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
+    # agent id -> role (a RoleConfig or a mapping of its fields; default: learner main)
+    roles: dict[str, Any] = field(default_factory=dict)
     streams: dict[str, StreamConfig] = field(default_factory=dict)  # more env streams by name
     mixed: MixedConfig = field(default_factory=MixedConfig)  # main stream: envs without experts
     dropout: DropoutConfig = field(default_factory=DropoutConfig)  # main stream: experts leave
@@ -103,6 +104,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.curriculum = typed_schedules(self.curriculum)  # command-line entries: mappings
+        # the command line's roles are mappings (any agent id may be named): RoleConfigs here
+        self.roles = {agent: as_role(role, agent) for agent, role in self.roles.items()}
 
     def validate(self) -> None:
         """Check every field that needs no env; :class:`ConfigError` names the first bad one."""
