@@ -11,7 +11,7 @@
 
 LANE_CMDS=()
 PY=${PY:-.venv/bin/python}  # the Python that runs train.py (override: PY=...)
-OUT=${OUT:-runs}  # where the runs go (override: OUT=...)
+# OUT (where the runs go) is each script's own default: a default here would win over it
 
 lane_add() {  # lane_add LOG COMMAND: queue COMMAND, its output appended to LOG
   local log=$1
