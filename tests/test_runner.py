@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 def test_every_study_table_loads_and_names_its_runs_as_the_shell_scripts_did(capsys):
-    assert {"following_pays", "refresh_goal_cycle"} <= set(runner.studies())
+    assert {"following_pays", "refresh_goal_cycle", "drqn"} <= set(runner.studies())
     for name in runner.studies():
         study = runner.load_study(name)
         assert study.arms and all(arm.seeds for arm in study.arms.values())
@@ -81,3 +81,21 @@ def test_a_group_it_does_not_know_is_named(tmp_path, monkeypatch):
     with pytest.raises(runner.StudyError, match="unknown group in \\['@NOPE@'\\]"):
         runner.load_study("toy")
     assert sys.executable  # the module runs under the test's Python
+
+
+def test_a_study_with_its_own_template_and_runs_folder_prints_its_old_commands(capsys):
+    """drqn's table reproduces drqn_runs.sh's commands (its own argument order and folder)."""
+    assert runner.main(["drqn", "dry", "e8_drqn:0", "cl400_soft_drqn"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "OMP_NUM_THREADS=1 .venv/bin/python experiments/train.py name=e8_drqn seed=0 "
+        "total_timesteps=40000 agent=drqn agent.network.conv_channels=[] "
+        "agent.network.hidden_size=64 agent.network.trunk_sizes=[64] "
+        "agent.network.head_sizes=[64] agent.buffer_size=50000 agent.train_freq=1 "
+        "agent.target_update_period=200 agent.learning_starts=2064 agent.seq_len=20 "
+        "agent.burn_in=10 agent.overlap=10 env.id=MarlGrid-Empty-8x8-v0 "
+        "env.settings.max_steps=100 video=false logger.tensorboard=false "
+        "logger.progress=false checkpoint_every=10 hydra.run.dir=runs/drqn_results/e8_drqn/seed_0"
+    )
+    assert lines[-1] == "6 runs, 2 at a time"  # cl400's five seeds by default
+    assert all("env.settings.max_steps=400" in line for line in lines[1:6])

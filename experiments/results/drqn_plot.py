@@ -1,4 +1,4 @@
-"""Figures and a CSV summary for experiments/results/drqn.md from the runs of drqn_runs.sh.
+"""Figures and a CSV summary for experiments/results/drqn.md from its runs (drqn/arms.toml).
 
     python experiments/results/drqn_plot.py                      # reads runs/drqn_results
     python experiments/results/drqn_plot.py --greedy-episodes 0  # skip the greedy evaluation

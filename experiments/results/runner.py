@@ -14,11 +14,14 @@ once. Rerunning resumes an unfinished run from its newest checkpoint and skips a
 arms, the seeds, and every file an arm ``needs`` (e.g. the policy of the arm it starts from).
 A signal to the runner reaches every run it started (each checkpoints and stops).
 
-``arms.toml`` holds ``[study]`` (``common`` overrides of every run, the ``analyse`` command),
+``arms.toml`` holds ``[study]`` (``common`` overrides of every run, the ``analyse`` command;
+optionally ``runs``, the folder of its runs under ``OUT``, and ``template``, the order of a
+run's arguments when it differs from :data:`TEMPLATE`),
 ``[vars]`` (named groups of overrides, written ``@NAME@`` in an arm's overrides) and one
 ``[[arm]]`` table per arm: ``name``, ``seeds``, ``overrides``, and optionally ``budget`` (what
-the plan gives it, shown by ``status``), ``depends_on`` (the arm whose results it starts from)
-and ``needs`` (a file each seed needs before it runs). ``@SEED@`` becomes the run's seed.
+the plan gives it, shown by ``status``), ``steps`` (its ``total_timesteps``, where the template
+names ``{steps}``), ``depends_on`` (the arm whose results it starts from) and ``needs`` (a file
+each seed needs before it runs). ``@SEED@`` becomes the run's seed.
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ class StudyError(Exception):
     """A study, arm or seed that cannot be run as asked (the message says why)."""
 
 
+#: a run's command after ``OMP_NUM_THREADS=1 PY experiments/train.py`` (``[study] template``)
+TEMPLATE = "{overrides} name={study}_{arm} seed={seed} {common} hydra.run.dir={run_dir}"
+
+
 @dataclass
 class Arm:
     name: str
@@ -53,6 +60,7 @@ class Arm:
     budget: str = ""
     depends_on: str = ""
     needs: str = ""
+    steps: int | None = None  # total_timesteps, for a template that names {steps}
 
 
 @dataclass
@@ -61,7 +69,13 @@ class Study:
     folder: Path
     common: str
     analyse: str
+    runs: str = ""  # the folder of its runs under OUT (default: the study's name)
+    template: str = TEMPLATE
     arms: dict[str, Arm] = field(default_factory=dict)
+
+    @property
+    def runs_folder(self) -> str:
+        return self.runs or self.name
 
 
 def studies() -> dict[str, Path]:
@@ -91,7 +105,8 @@ def load_study(name: str) -> Study:
         raise StudyError(f"{path}: {exc}") from None
     head, names = data.get("study", {}), {k: str(v) for k, v in data.get("vars", {}).items()}
     study = Study(name, path.parent, _expand(head.get("common", ""), names, f"{path} common"),
-                  head.get("analyse", ""))  # fmt: skip
+                  head.get("analyse", ""), head.get("runs", ""),
+                  head.get("template", TEMPLATE))  # fmt: skip
     for entry in data.get("arm", []):
         arm = Arm(**entry)
         where = f"{path} arm {arm.name!r}"
@@ -130,15 +145,20 @@ def requested(study: Study, requests: list[str]) -> list[tuple[Arm, int]]:
 
 
 def run_dir(study: Study, arm: Arm, seed: int, out: str) -> str:
-    return f"{out}/{study.name}/{arm.name}/seed_{seed}"
+    return f"{out}/{study.runs_folder}/{arm.name}/seed_{seed}"
+
+
+def log_file(study: Study, arm: Arm, seed: int, out: str) -> Path:
+    return ROOT / out / study.runs_folder / "logs" / f"{arm.name}.seed_{seed}.log"
 
 
 def command(study: Study, arm: Arm, seed: int, py: str, out: str) -> str:
-    """The shell command of one run (as ``lanes.sh`` wrote it)."""
-    overrides = arm.overrides.replace("@SEED@", str(seed))
-    return (f"OMP_NUM_THREADS=1 {py} experiments/train.py {overrides} "
-            f"name={study.name}_{arm.name} seed={seed} {study.common} "
-            f"hydra.run.dir={run_dir(study, arm, seed, out)}")  # fmt: skip
+    """The shell command of one run (the study's :data:`TEMPLATE`, as its shell script wrote
+    it)."""
+    fields = {"overrides": arm.overrides.replace("@SEED@", str(seed)), "study": study.name,
+              "arm": arm.name, "seed": seed, "common": study.common, "steps": arm.steps,
+              "run_dir": run_dir(study, arm, seed, out)}  # fmt: skip
+    return f"OMP_NUM_THREADS=1 {py} experiments/train.py " + study.template.format(**fields)
 
 
 def check_needs(pairs: list[tuple[Arm, int]]) -> None:
@@ -226,8 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     except (StudyError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    queue = [(command(study, arm, seed, py, out),
-              ROOT / out / study.name / "logs" / f"{arm.name}.seed_{seed}.log",
+    queue = [(command(study, arm, seed, py, out), log_file(study, arm, seed, out),
               f"{arm.name}.seed_{seed}") for arm, seed in pairs]  # fmt: skip
     print("\n".join(cmd for cmd, _, _ in queue))
     print(f"{len(queue)} runs, {jobs} at a time")
