@@ -18,7 +18,6 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
     ("script", "args", "folder"),
     [
         ("experts_runs.sh", ["recipe:1"], "runs/experts/goal_cycle_expert/seed_1"),
-        ("refresh_kl_runs.sh", [], "runs/refresh_kl/refresh_2/seed_0"),
     ],
 )
 def test_a_run_script_without_out_uses_its_own_folder(script, args, folder, tmp_path):

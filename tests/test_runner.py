@@ -99,3 +99,24 @@ def test_a_study_with_its_own_template_and_runs_folder_prints_its_old_commands(c
     )
     assert lines[-1] == "6 runs, 2 at a time"  # cl400's five seeds by default
     assert all("env.settings.max_steps=400" in line for line in lines[1:6])
+
+
+def test_seed_order_and_analyse_commands_in_order_with_the_runs_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    (folder / "arms.toml").write_text(
+        '[study]\nruns = "toy_runs"\norder = "seed"\n'
+        "analyse = [\"python -c \\\"open('{runs_dir}/first', 'w')\\\"\", "
+        '"python -c \\"import os; assert os.path.exists(\'{runs_dir}/first\')\\""]\n'
+        '[[arm]]\nname = "a"\nseeds = [0, 1]\noverrides = "x=1"\n'
+        '[[arm]]\nname = "b"\nseeds = [0, 1]\noverrides = "x=2"\n'
+    )
+    monkeypatch.setattr(runner, "HERE", tmp_path)
+    study = runner.load_study("toy")
+    order = [(arm.name, seed) for arm, seed in runner.requested(study, [])]
+    assert order == [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    out = tmp_path / "out"
+    (out / "toy_runs").mkdir(parents=True)
+    monkeypatch.setenv("OUT", str(out))
+    assert runner.main(["toy", "analyse"]) == 0  # the second command sees the first's file
+    assert (out / "toy_runs" / "first").exists()

@@ -14,9 +14,10 @@ once. Rerunning resumes an unfinished run from its newest checkpoint and skips a
 arms, the seeds, and every file an arm ``needs`` (e.g. the policy of the arm it starts from).
 A signal to the runner reaches every run it started (each checkpoints and stops).
 
-``arms.toml`` holds ``[study]`` (``common`` overrides of every run, the ``analyse`` command;
-optionally ``runs``, the folder of its runs under ``OUT``, and ``template``, the order of a
-run's arguments when it differs from :data:`TEMPLATE`),
+``arms.toml`` holds ``[study]`` (``common`` overrides of every run, the ``analyse`` command or
+commands, where ``{runs_dir}`` is ``$OUT/<runs folder>``; optionally ``runs``, the folder of
+its runs under ``OUT``, ``template``, the order of a run's arguments when it differs from
+:data:`TEMPLATE`, and ``order = "seed"`` to queue seed by seed instead of arm by arm),
 ``[vars]`` (named groups of overrides, written ``@NAME@`` in an arm's overrides) and one
 ``[[arm]]`` table per arm: ``name``, ``seeds``, ``overrides``, and optionally ``budget`` (what
 the plan gives it, shown by ``status``), ``steps`` (its ``total_timesteps``, where the template
@@ -68,9 +69,10 @@ class Study:
     name: str
     folder: Path
     common: str
-    analyse: str
+    analyse: list[str]  # commands, in order; {runs_dir} is $OUT/<runs folder>
     runs: str = ""  # the folder of its runs under OUT (default: the study's name)
     template: str = TEMPLATE
+    order: str = "arm"  # "arm": an arm's seeds before the next arm's; "seed": seed by seed
     arms: dict[str, Arm] = field(default_factory=dict)
 
     @property
@@ -104,9 +106,12 @@ def load_study(name: str) -> Study:
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{path}: {exc}") from None
     head, names = data.get("study", {}), {k: str(v) for k, v in data.get("vars", {}).items()}
+    analyse = head.get("analyse", [])
     study = Study(name, path.parent, _expand(head.get("common", ""), names, f"{path} common"),
-                  head.get("analyse", ""), head.get("runs", ""),
-                  head.get("template", TEMPLATE))  # fmt: skip
+                  [analyse] if isinstance(analyse, str) else list(analyse), head.get("runs", ""),
+                  head.get("template", TEMPLATE), head.get("order", "arm"))  # fmt: skip
+    if study.order not in ("arm", "seed"):
+        raise StudyError(f"{path}: order must be 'arm' or 'seed', got {study.order!r}")
     for entry in data.get("arm", []):
         arm = Arm(**entry)
         where = f"{path} arm {arm.name!r}"
@@ -125,7 +130,10 @@ def load_study(name: str) -> Study:
 def requested(study: Study, requests: list[str]) -> list[tuple[Arm, int]]:
     """``ARM[:SEEDS]`` requests as (arm, seed) pairs, in order (every arm's seeds: no request)."""
     if not requests:
-        return [(arm, seed) for arm in study.arms.values() for seed in arm.seeds]
+        pairs = [(arm, seed) for arm in study.arms.values() for seed in arm.seeds]
+        if study.order == "seed":  # seed by seed, the arms in order within each
+            pairs.sort(key=lambda pair: pair[1])  # stable: the arms keep their order
+        return pairs
     out = []
     for request in requests:
         name, _, seeds = request.partition(":")
@@ -236,7 +244,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "analyse":
             if not study.analyse:
                 raise StudyError(f"{study.name} names no analyse command in its arms.toml")
-            return subprocess.run([*shlex.split(study.analyse), *args.arms], cwd=ROOT).returncode
+            runs_dir = str(Path(out) / study.runs_folder)
+            for line in study.analyse:  # each in order; the first failure stops the rest
+                cmd = shlex.split(line.replace("{runs_dir}", runs_dir))
+                if cmd[0] == "python":  # the runner's own Python (a venv's), not PATH's
+                    cmd[0] = sys.executable
+                print(" ".join(cmd), flush=True)
+                done = subprocess.run([*cmd, *args.arms], cwd=ROOT)
+                if done.returncode:
+                    return done.returncode
+            return 0
         pairs = requested(study, args.arms)
         jobs = int(os.environ.get("JOBS", "2"))
         if jobs < 1:
