@@ -7,9 +7,9 @@ Each run's ``metrics.csv`` gives the return per update; ``--baselines`` plays th
 (its saved config, :func:`marlgrid.analysis.runs.read_config`) with scripted policies, every agent
 playing the same one, and draws their mean returns: ``random`` in every env, in a goal cycle
 also the ``oracle`` and the ``discoverer``, in the memory test (the T-maze) the ``cue_reader``
-and the memoryless ``cue_blind`` (:mod:`marlgrid.hallway_ends`), in Empty, FourRooms, Maze and
-Cluttered the ``goal_seeker``; DoorKey has no scripted player that knows its task, and the
-command says so.
+and the memoryless ``cue_blind`` (:mod:`marlgrid.policies.hallway_ends`), in Empty,
+FourRooms, Maze and Cluttered the ``goal_seeker``; DoorKey has no scripted player that knows
+its task, and the command says so.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 - :func:`train_schema`: :class:`~marlgrid.agents.training.train_config.TrainConfig` as a
   structured config whose free-form mappings (:data:`OPEN_KEYS`: ``env.settings``,
-  ``curriculum``) take new keys without ``+``: ``env.settings.penalty=0.5``,
-  ``'curriculum.streak_bonus.points=[[0,0.0],[200000,0.5]]'``.
+  ``curriculum``, ``roles``) take new keys without ``+``: ``env.settings.penalty=0.5``,
+  ``'curriculum.streak_bonus.points=[[0,0.0],[200000,0.5]]'``, ``roles.agent_0.kind=scripted``
+  (a role's fields are checked when the run is built: ``roles.as_role``).
 - :func:`agent_schema`: one learner config class (an algorithm's), with
   ``network.memory_kwargs`` open the same way: ``agent.network.memory_kwargs.k=4``.
 - :func:`check_bool_overrides`: OmegaConf reads ``1``, ``yes``, ``on`` (and their opposites) as
@@ -21,6 +22,7 @@ settings are refused there, naming them).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from marlgrid.agents.training.train_config import TrainConfig
 from marlgrid.config import ConfigError, check_bool
 
 #: free-form mappings of the train schema: a plain ``key.new=value`` adds an entry
-OPEN_KEYS = ("env.settings", "curriculum")
+OPEN_KEYS = ("env.settings", "curriculum", "roles")
 #: free-form mappings of a learner config's schema
 OPEN_AGENT_KEYS = ("network.memory_kwargs",)
 
@@ -71,34 +73,71 @@ def check_bool_overrides(cfg: DictConfig, overrides: Sequence[str]) -> None:
             check_bool(key, value)
 
 
+def search_dirs(conf_dir: Path, overrides: Sequence[Any]) -> list[Path]:
+    """``conf_dir`` and the folders of a ``hydra.searchpath=[...]`` override (``file://`` paths,
+    and ``pkg://`` packages found on the path), where config groups are looked up."""
+    dirs = [conf_dir]
+    for override in overrides:
+        if override.key_or_group != "hydra.searchpath" or override.is_delete():
+            continue
+        value = override.value()
+        for entry in value if isinstance(value, list) else [value]:
+            scheme, _, where = str(entry).partition("://")
+            if scheme == "file":
+                dirs.append(Path(where).expanduser().resolve())
+            elif scheme == "pkg":
+                package, _, sub = where.replace("/", ".").partition(".")
+                spec = importlib.util.find_spec(package)
+                for root in (spec.submodule_search_locations or []) if spec else []:
+                    dirs.append(Path(root, *sub.split(".")) if sub else Path(root))
+    return dirs
+
+
 def check_group_overrides(conf_dir: Path, overrides: Sequence[str]) -> None:
-    """Refuse an override of a config group (a folder of ``conf_dir``, e.g. ``curriculum``)
-    whose value is not the name of one of its files (``curriculum=3``): Hydra would fail with
-    a traceback. :class:`~marlgrid.config.ConfigError` names the group and its choices."""
+    """Refuse an override of a config group (a folder of ``conf_dir`` or of a folder that
+    ``hydra.searchpath`` adds, e.g. ``curriculum``) whose value is not the name of one of its
+    files (``curriculum=3``): Hydra would fail with a traceback.
+    :class:`~marlgrid.config.ConfigError` names the group and its choices."""
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException:
         return  # not an override Hydra can read: its own error says why
+    dirs = search_dirs(conf_dir, parsed)
     groups = {o.key_or_group for o in parsed if not o.is_delete()}
     if "scale" in groups and "experiment" not in groups:
+        presets = sorted({p.stem for d in dirs for p in (d / "experiment").glob("*.yaml")})
         raise ConfigError(
             "scale=... picks the scale of an experiment preset: give one with it "
-            "(experiment=<name> scale=small; presets: "
-            f"{', '.join(sorted(p.stem for p in (conf_dir / 'experiment').glob('*.yaml')))})"
+            f"(experiment=<name> scale=small; presets: {', '.join(presets)})"
         )
     for override in parsed:
-        group = conf_dir / override.key_or_group
-        if override.is_delete() or override.key_or_group.startswith("hydra") or not group.is_dir():
+        key = override.key_or_group
+        folders = [d / key for d in dirs if (d / key).is_dir()]
+        if override.is_delete() or key.startswith("hydra") or not folders:
             continue
         value: Any = override.value()
         values = value if isinstance(value, list) else getattr(value, "list", [value])  # a,b
-        choices = sorted(p.stem for p in group.glob("*.yaml"))
+        choices = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
         for v in values:
             if not isinstance(v, str) or (choices and v not in choices and "/" not in v):
                 raise ConfigError(
-                    f"{override.key_or_group}={v!r} is not one of the group's configs: "
-                    f"{', '.join(choices)}"
+                    f"{key}={v!r} is not one of the group's configs: {', '.join(choices)}"
                 )
+
+
+def plugin_overrides(overrides: Sequence[str]) -> list[str]:
+    """The modules a ``plugins=[...]`` override names (empty without one, or when Hydra cannot
+    read the overrides: its own error says why)."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException:
+        return []
+    out: list[str] = []
+    for override in parsed:
+        if override.key_or_group == "plugins" and not override.is_delete():
+            value = override.value()
+            out += [str(v) for v in (value if isinstance(value, list) else [value])]
+    return out
 
 
 def dropped_keys(composed: Any, validated: Any, prefix: str = "") -> list[tuple[str, list[str]]]:

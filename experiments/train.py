@@ -20,7 +20,7 @@ data (``config.json``), ``metrics.csv``, TensorBoard events, checkpoints, videos
 Running the same command again resumes from the newest checkpoint, or says the run is complete.
 The same command with ``total_timesteps=N extend=true`` trains the run on to ``N`` steps: the
 new total names another directory, so when that one holds no checkpoint the run is looked up
-beside it (:mod:`marlgrid.agents.training.extend`: the run of the same overrides, total aside)
+beside it (:mod:`marlgrid.agents.runs.extend`: the run of the same overrides, total aside)
 and continued in its own directory; no such run, or several, is an error (pick one with
 ``"hydra.run.dir='<run dir>'"``, quoted so for Hydra and the shell). Every setting is checked
 before a folder is made; a run directory is locked while a process trains in it. SIGINT
@@ -36,7 +36,7 @@ the commands that evaluate the run and train it on; a sweep job prints its final
 Installed (``pip install -e .``), the same entry point is the ``marlgrid-train`` command; either
 way the configs come from the checkout's ``conf/`` (:data:`CONF_DIR`). The trainer also writes
 the resolved config as ``config.json``, which
-:class:`marlgrid.agents.training.saved_run.SavedRun` reads back.
+:class:`marlgrid.agents.runs.saved_run.SavedRun` reads back.
 """
 
 from __future__ import annotations
@@ -59,15 +59,14 @@ from experiments.schemas import (
     check_bool_overrides,
     check_group_overrides,
     check_nothing_dropped,
+    plugin_overrides,
     train_schema,
 )
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
-from marlgrid.agents.training.callbacks import Callback
-from marlgrid.agents.training.checkpoint import CheckpointError
-from marlgrid.agents.training.curriculum import ScheduleConfig
-from marlgrid.agents.training.extend import run_to_extend
-from marlgrid.agents.training.launch import resolve_paths
-from marlgrid.agents.training.run_dir import (
+from marlgrid.agents.runs.checkpoint import CheckpointError
+from marlgrid.agents.runs.extend import run_to_extend
+from marlgrid.agents.runs.launch import resolve_paths
+from marlgrid.agents.runs.run_dir import (
     DiskFullError,
     RunLockedError,
     StopRequest,
@@ -75,9 +74,12 @@ from marlgrid.agents.training.run_dir import (
     remove_fresh_dirs,
     replace_atomically,
 )
-from marlgrid.agents.training.sweep_stop import SweepStop, mark, marked_signal
+from marlgrid.agents.runs.sweep_stop import SweepStop, mark, marked_signal
+from marlgrid.agents.training.callbacks import Callback
+from marlgrid.agents.training.curriculum import ScheduleConfig
 from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer
 from marlgrid.config import ConfigError
+from marlgrid.plugins import load_plugins
 
 #: Hydra's config directory, the checkout's conf/ (absolute: the marlgrid-train console script
 #: imports this module as experiments.train, where a relative path would name a package)
@@ -91,8 +93,15 @@ store = ConfigStore.instance()
 # free-form dicts (env.settings, curriculum, agent.network.memory_kwargs) take keys without '+'
 store.store(name="train_schema", node=train_schema())
 store.store(name="schedule_schema", node=ScheduleConfig)  # a curriculum preset's schedules
-for algo, spec in LEARNERS.items():  # one schema per algorithm: agent=<preset> is checked by it
-    store.store(group="agent", name=f"{algo}_schema", node=agent_schema(spec.config))
+
+
+def store_learner_schemas() -> None:
+    """One schema per algorithm, plugins' included: ``agent=<preset>`` is checked by it."""
+    for algo, spec in LEARNERS.items():
+        store.store(group="agent", name=f"{algo}_schema", node=agent_schema(spec.config))
+
+
+store_learner_schemas()
 if not OmegaConf.has_resolver("run_subdir"):
     OmegaConf.register_new_resolver("run_subdir", job_subdir)
 
@@ -156,6 +165,7 @@ def main(cfg: DictConfig) -> float:
     job_dir = run_dir  # the folder Hydra made for this job
     with stop:
         try:
+            load_plugins(list(cfg.get("plugins") or []))  # named in a preset too
             check_bool_overrides(cfg, hc.overrides.task)  # OmegaConf reads yes/1 as true
             config: TrainConfig = OmegaConf.to_object(cfg)
             check_nothing_dropped(cfg, config)  # a '+key=...' the config does not hold
@@ -211,8 +221,11 @@ def cli() -> None:
     """The command line: :func:`main`; a sweep (``-m``) is held in a :class:`SweepStop`, so a
     signal to this process stops every job wherever the launcher runs it (each checkpoints),
     and the sweep exits 130 or 143 once they all have."""
+    overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
     try:
-        check_group_overrides(CONF_DIR, [a for a in sys.argv[1:] if not a.startswith("-")])
+        load_plugins(plugin_overrides(overrides))  # before Hydra: a plugin learner's schema
+        store_learner_schemas()
+        check_group_overrides(CONF_DIR, overrides)
     except ConfigError as exc:
         sys.exit(f"error: {exc}")
     if not any(a in ("-m", "--multirun") or a == "hydra.mode=MULTIRUN" for a in sys.argv[1:]):

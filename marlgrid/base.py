@@ -12,7 +12,6 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from marlgrid import kernels as K
 from marlgrid.config import MAX_COUNT, MAX_SIDE, AgentConfig, ConfigError, build_agents, check_int
 from marlgrid.constants import (
     ACTIONS,
@@ -24,9 +23,10 @@ from marlgrid.constants import (
     N_STATES,
     N_TYPES,
 )
-from marlgrid.engine import Engine
-from marlgrid.layout import Layout
-from marlgrid.rules import Rules
+from marlgrid.core import kernels as K
+from marlgrid.core.engine import Engine
+from marlgrid.core.layout import Layout
+from marlgrid.core.rules import Rules
 
 __all__ = ["ActionError", "MarlGridEnv", "Rules", "n_actions_for", "observation_space_for"]
 

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from marlgrid import kernels as K
 from marlgrid.base import ActionError, MarlGridEnv
 from marlgrid.config import ConfigError, check_int
-from marlgrid.engine import Engine
-from marlgrid.rules import Rules
+from marlgrid.core import kernels as K
+from marlgrid.core.engine import Engine
+from marlgrid.core.rules import Rules
 
 
 def stack_agents(obs: dict[str, Any], agents: list[str]) -> Any:
@@ -77,7 +77,7 @@ class VectorEnv:
 
     @property
     def engine(self) -> Engine:
-        """The batched :class:`marlgrid.engine.Engine` holding every env's state; read-only."""
+        """The batched :class:`marlgrid.core.engine.Engine` holding every env's state; read-only."""
         return self._engine
 
     # -- rules --------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ class VectorEnv:
 
     def remove_where(self, mask: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
         """Take the agents where ``mask`` ``(num_envs, num_agents)`` is True out of their envs
-        until each env's next reset (:meth:`marlgrid.engine.Engine.remove_agents`: what they
+        until each env's next reset (:meth:`marlgrid.core.engine.Engine.remove_agents`: what they
         carry is dropped on their cell when it is free, else gone).
 
         Returns the observations and ``active`` flags as they are now: the observation buffers

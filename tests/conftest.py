@@ -11,7 +11,7 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 from marlgrid.base import MarlGridEnv  # noqa: E402
-from marlgrid.layout import Layout  # noqa: E402
+from marlgrid.core.layout import Layout  # noqa: E402
 
 
 class HandMadeEnv(MarlGridEnv):

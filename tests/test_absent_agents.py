@@ -12,12 +12,12 @@ import pickle
 import numpy as np
 import pytest
 
-from marlgrid import kernels as K
-from marlgrid.atlas import get_atlas
 from marlgrid.base import ActionError
 from marlgrid.config import ConfigError
 from marlgrid.constants import AGENT, DONE, EMPTY, FORWARD, KEY, N_COLORS, N_TYPES, RIGHT, TOGGLE
-from marlgrid.social import agents_in_view
+from marlgrid.core import kernels as K
+from marlgrid.core.atlas import get_atlas
+from marlgrid.metrics.social import agents_in_view
 from marlgrid.vector import VectorEnv
 from tests.conftest import HandMadeEnv
 
@@ -183,8 +183,8 @@ def test_social_metrics_of_an_episode_without_the_experts_are_nan_not_zero():
     """Mixed training's solo envs: the expert is absent all episode, so the novice's expert_*
     metrics there say 'no expert' (NaN) while the envs with the expert give numbers."""
     import marlgrid
+    from marlgrid.metrics.social import SocialTracker
     from marlgrid.policies import make_policy
-    from marlgrid.social import SocialTracker
 
     vec = marlgrid.make_vec("MarlGrid-GoalCycle-13x13-3Agents-v0", 4, size=7, max_steps=20)
     vec.set_absent_at_reset([0, 1], ["agent_1", "agent_2"])

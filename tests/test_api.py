@@ -167,7 +167,7 @@ def test_ids_are_registered_for_both_pettingzoo_apis():
 def test_engine_is_a_public_read_only_property():
     env = marlgrid.make("MarlGrid-Empty-5x5-v0")
     vec = marlgrid.make_vec("MarlGrid-Empty-5x5-v0", 2)
-    from marlgrid.engine import Engine
+    from marlgrid.core.engine import Engine
 
     assert isinstance(env.engine, Engine) and env.engine is env.engine
     assert isinstance(vec.engine, Engine) and vec.engine.num_envs == 2
@@ -182,9 +182,9 @@ def test_rules_have_their_own_module():
     import sys
 
     from marlgrid.base import Rules as FromBase
-    from marlgrid.rules import Rules
+    from marlgrid.core.rules import Rules
 
     assert FromBase is Rules
-    code = "import sys, marlgrid.engine; print('marlgrid.base' in sys.modules)"
+    code = "import sys, marlgrid.core.engine; print('marlgrid.base' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"  # the engine no longer imports the env base class

@@ -1,5 +1,5 @@
 """What a learner sees (the ``reward`` and ``action`` extras, per-agent settings by agent id)
-and the reward-blind scripted baselines of :mod:`marlgrid.baselines`."""
+and the reward-blind scripted baselines of :mod:`marlgrid.policies.baselines`."""
 
 from __future__ import annotations
 
@@ -231,7 +231,7 @@ def test_play_safe_enters_exactly_one_tile_per_episode():
 def test_baselines_are_registered_and_are_no_experts(name):
     policy = make_policy(name, seed=0)
     assert policy.is_expert is False
-    assert type(policy).__module__ == "marlgrid.baselines"
+    assert type(policy).__module__ == "marlgrid.policies.baselines"
 
 
 def test_reward_blind_ignores_rewards():

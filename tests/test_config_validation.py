@@ -21,8 +21,8 @@ import marlgrid
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import EXTRAS, AgentConfig, ConfigError
 from marlgrid.constants import HIDEABLE
+from marlgrid.core.rules import Rules
 from marlgrid.registry import spec
-from marlgrid.rules import Rules
 
 ENV_ID = "MarlGrid-GoalCycle-13x13-3Agents-v0"
 

@@ -12,9 +12,9 @@ import pytest
 from marlgrid.analysis.chance import against_chance, chance_levels, play_scripted, social_levels
 from marlgrid.config import ConfigError
 from marlgrid.constants import DONE, FORWARD
-from marlgrid.follower import FollowerPolicy
-from marlgrid.following import NO_ENTRY, EntryLog
+from marlgrid.metrics.following import NO_ENTRY, EntryLog
 from marlgrid.policies import make_policy
+from marlgrid.policies.follower import FollowerPolicy
 from marlgrid.registry import register
 from tests.conftest import HandMadeEnv, place
 

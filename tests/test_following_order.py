@@ -12,9 +12,9 @@ import pytest
 from marlgrid.analysis.chance import play_scripted
 from marlgrid.config import ConfigError
 from marlgrid.constants import DONE
-from marlgrid.follower import FollowerPolicy
-from marlgrid.following import NO_CELL, NO_ENTRY, SHUFFLE_OFFSETS, EntryLog
+from marlgrid.metrics.following import NO_CELL, NO_ENTRY, SHUFFLE_OFFSETS, EntryLog
 from marlgrid.policies import make_policy
+from marlgrid.policies.follower import FollowerPolicy
 from tests.conftest import HandMadeEnv, place
 
 EAST, WEST = 0, 2

@@ -1,4 +1,4 @@
-"""The memory test's scripted baselines (marlgrid/hallway_ends.py): the cue-reading oracle
+"""The memory test's scripted baselines (marlgrid/policies/hallway_ends.py): the cue-reading oracle
 succeeds in every episode, the memoryless cue-blind walker in the half whose cue names the top
 end, and both refuse an env without the memory test's task cells."""
 

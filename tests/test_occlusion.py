@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marlgrid import kernels as K
 from marlgrid.constants import DOOR, SEE_BEHIND
+from marlgrid.core import kernels as K
 from tests.conftest import HandMadeEnv, place
 
 minigrid = pytest.importorskip("minigrid")

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import marlgrid
-from marlgrid import kernels as K
 from marlgrid.constants import CAN_OVERLAP, DOOR, DOOR_OPEN
+from marlgrid.core import kernels as K
 
 ENV_IDS = [
     "MarlGrid-GoalCycle-13x13-3Agents-v0",

@@ -214,7 +214,7 @@ def test_resuming_without_a_saved_replay_says_so(tmp_path, capsys):
 
 def test_popgym_steps_below_one_update_are_refused_and_others_rounded_up_aloud(tmp_path):
     pytest.importorskip("popgym")
-    from experiments import popgym_sweep
+    from experiments.examples import popgym_sweep
 
     out = tmp_path / "out"
     with pytest.raises(SystemExit, match=r"--steps 100 is less than one update of 256 env steps"):

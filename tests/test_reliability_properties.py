@@ -31,8 +31,8 @@ from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners  # noqa: E402
 from marlgrid.agents.networks.config import NetworkConfig  # noqa: E402
+from marlgrid.agents.runs.checkpoint import CheckpointError  # noqa: E402
 from marlgrid.agents.training.callbacks import Callback  # noqa: E402
-from marlgrid.agents.training.checkpoint import CheckpointError  # noqa: E402
 from marlgrid.agents.training.curriculum import ScheduleConfig  # noqa: E402
 from marlgrid.agents.training.divergence import TrainingDiverged  # noqa: E402
 from marlgrid.agents.training.mixing import DropoutConfig, MixedConfig  # noqa: E402

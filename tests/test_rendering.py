@@ -16,9 +16,9 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 import marlgrid  # noqa: E402
-from marlgrid.atlas import get_atlas, prestige_rgb  # noqa: E402
 from marlgrid.config import DEFAULT_AGENT_COLORS  # noqa: E402
 from marlgrid.constants import AGENT, COLOR_TO_IDX, COLORS_RGB, FORWARD  # noqa: E402
+from marlgrid.core.atlas import get_atlas, prestige_rgb  # noqa: E402
 from marlgrid.viewing.rendering import (  # noqa: E402
     TINT_ALPHA,
     draw_text,

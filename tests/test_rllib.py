@@ -221,11 +221,8 @@ def test_ppo_lstm_trains(mr, shared):
 def test_example_script_runs(mr, capsys, monkeypatch):
     for key, value in LOOPBACK.items():
         monkeypatch.setenv(key, value)  # main() sets them too; restored after the test
-    sys.path.insert(0, str(ROOT / "experiments"))
-    try:
-        import rllib_ppo
-    finally:
-        sys.path.pop(0)
+    from experiments.examples import rllib_ppo
+
     argv = ["--iterations", "1", "--batch", "64", "--minibatch", "64", "--epochs", "1"]
     assert rllib_ppo.main([*argv, "--cell", "16", "--seq-len", "8", "--independent"]) == 0
     out = capsys.readouterr().out

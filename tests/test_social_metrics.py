@@ -10,7 +10,13 @@ import pytest
 
 import marlgrid
 from marlgrid.constants import DONE, FORWARD, LEFT
-from marlgrid.social import KINDS, SocialTracker, agents_in_view, nearest_distance, summarize
+from marlgrid.metrics.social import (
+    KINDS,
+    SocialTracker,
+    agents_in_view,
+    nearest_distance,
+    summarize,
+)
 from tests.conftest import HandMadeEnv, place
 
 NORTH, EAST, SOUTH, WEST = 3, 0, 1, 2
@@ -256,6 +262,9 @@ def test_rollout_tracks_social_metrics_of_scripted_experts():
     assert set(logged) >= {"social/follow_expert", "social/other_distance_agent_2"}
     assert {"social/repeat_expert_shuffled", "social/repeat_other_excess_agent_0"} <= set(logged)
     assert SocialObserver.for_roles(SingleAgentBatch(CueMemoryEnv(2)), [], {}) is None
+    # a marlgrid env without goal-cycle tiles logs no social metrics
+    rooms = marlgrid.make_vec("MarlGrid-FourRooms-3Agents-v0", num_envs=2)
+    assert SocialObserver.for_roles(rooms, [], {}) is None
 
 
 def test_training_logs_social_metrics_to_metrics_csv(tmp_path):
@@ -277,3 +286,39 @@ def test_training_logs_social_metrics_to_metrics_csv(tmp_path):
     )
     assert float(rows[-1]["social/penalties_agent_0"]) >= 0.0
     assert {"social/repeat_expert", "social/repeat_expert_excess_agent_1"} <= set(rows[0])
+
+
+def test_a_registered_metric_observer_logs_beside_the_social_metrics(monkeypatch):
+    from marlgrid.agents.training import metric_observers
+    from marlgrid.agents.training.rollout import MultiAgentRollout
+    from marlgrid.policies import make_policy
+
+    class StepCounter:
+        def __init__(self):
+            self.steps = 0
+
+        def before_step(self, vec, actions):
+            self.steps += 1
+
+        def after_step(self, vec, actions, rewards, infos):
+            pass
+
+        def pop(self, columns=None):
+            return {"custom/steps": float(self.steps)}
+
+    monkeypatch.setattr(
+        metric_observers, "METRIC_OBSERVERS", list(metric_observers.METRIC_OBSERVERS)
+    )
+    metric_observers.register_metric_observer(lambda vec, groups, scripted: StepCounter())
+    with pytest.raises(TypeError, match="'module:attribute'"):
+        metric_observers.register_metric_observer("no_colon")
+    vec = marlgrid.make_vec("MarlGrid-GoalCycle-13x13-3Agents-v0", num_envs=2, max_steps=20)
+    scripted = {f"agent_{k}": make_policy("oracle") for k in range(3)}
+    observers = metric_observers.build_metric_observers(vec, [], scripted)
+    assert [type(o).__name__ for o in observers] == ["SocialObserver", "StepCounter"]
+    MultiAgentRollout(vec, [], scripted, seed=0, observers=observers).collect(20)
+    assert observers[1].pop() == {"custom/steps": 20.0}
+    rooms = marlgrid.make_vec("MarlGrid-FourRooms-3Agents-v0", num_envs=2)
+    assert [type(o).__name__ for o in metric_observers.build_metric_observers(rooms, [], {})] == [
+        "StepCounter"
+    ]

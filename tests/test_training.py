@@ -21,7 +21,7 @@ from hydra.errors import ConfigCompositionException  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from omegaconf.errors import ValidationError  # noqa: E402
 
-from marlgrid.agents.training.checkpoint import (  # noqa: E402
+from marlgrid.agents.runs.checkpoint import (  # noqa: E402
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
@@ -73,7 +73,6 @@ def test_default_config_composes_and_converts():
         "agent.lrr=0.1",
         "env.num_env=3",
         "logger.csv=maybe",
-        "roles.agent_0.kindd=x",
         "agent.total_timesteps=5",  # one source of truth: total_timesteps is a TrainConfig key
         "agent.seed=1",
     ],
@@ -81,6 +80,15 @@ def test_default_config_composes_and_converts():
 def test_typos_fail_at_compose_time(override):
     with pytest.raises((ConfigCompositionException, ValidationError)):
         _compose([override])
+
+
+def test_roles_take_any_agent_id_and_a_typo_in_a_role_is_named_before_the_run():
+    from marlgrid.config import ConfigError
+
+    config = OmegaConf.to_object(_compose(["roles.agent_0.kind=scripted"]))
+    assert config.roles["agent_0"].kind == "scripted"  # a RoleConfig, its other fields default
+    with pytest.raises(ConfigError, match=r"role of agent_0 has no settings \['kindd'\]"):
+        OmegaConf.to_object(_compose(["roles.agent_0.kindd=x"]))
 
 
 def test_env_settings_take_new_keys_without_plus():
@@ -237,7 +245,7 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
 
 def test_checkpoint_without_a_newer_setting_resumes_at_its_default(tmp_path):
     """A run checkpointed before a learner setting existed resumes while it stays default."""
-    from marlgrid.agents.training.checkpoint import first_difference
+    from marlgrid.agents.runs.checkpoint import first_difference
     from marlgrid.agents.training.train_config import identity, identity_defaults
 
     cfg = _tiny_config()
@@ -316,7 +324,7 @@ def test_env_reset_ends_idle_slots_too():
 
 
 def test_fresh_start_drops_old_log_rows(tmp_path):
-    from marlgrid.agents.training.logger import Logger
+    from marlgrid.agents.runs.logger import Logger
 
     old = Logger(tmp_path, tensorboard=False)
     for step in (100, 200):

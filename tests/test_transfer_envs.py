@@ -11,7 +11,7 @@ import pytest
 import marlgrid
 from marlgrid.config import ConfigError
 from marlgrid.constants import CYCLE_TILE, EMPTY, GOAL, WALL
-from marlgrid.layout import Layout
+from marlgrid.core.layout import Layout
 from marlgrid.registry import GOAL_CYCLE_CANONICAL, spec
 from tests.conftest import place
 

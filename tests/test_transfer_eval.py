@@ -16,28 +16,28 @@ import pytest
 import marlgrid
 from marlgrid.config import AgentConfig, ConfigError
 from marlgrid.constants import FORWARD, LEFT, RIGHT
-from marlgrid.goal_seeker import GoalSeekerPolicy
 from marlgrid.policies import make_policy, scripted_action
+from marlgrid.policies.goal_seeker import GoalSeekerPolicy
 from tests.conftest import HandMadeEnv, place
 
 torch = pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
 from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
-from marlgrid.agents.training.roles import RoleConfig  # noqa: E402
-from marlgrid.agents.training.trainer import (  # noqa: E402
-    EnvConfig,
-    LoggerConfig,
-    TrainConfig,
-    train,
-)
-from marlgrid.agents.training.transfer import (  # noqa: E402
+from marlgrid.agents.runs.transfer import (  # noqa: E402
     CONDITIONS,
     _quotas,
     evaluate_transfer,
     partners_from_text,
     summary_rows,
     target_agent_settings,
+)
+from marlgrid.agents.training.roles import RoleConfig  # noqa: E402
+from marlgrid.agents.training.trainer import (  # noqa: E402
+    EnvConfig,
+    LoggerConfig,
+    TrainConfig,
+    train,
 )
 
 GC3 = "MarlGrid-GoalCycle-13x13-3Agents-v0"
@@ -353,7 +353,7 @@ def test_the_social_transfer_conditions_run_from_the_command_line(runs, tmp_path
 
 
 def test_long_evaluations_have_a_progress_bar_shown_on_terminals_only():
-    from marlgrid.agents.training.logger import evaluation_bar
+    from marlgrid.agents.runs.logger import evaluation_bar
 
     bar = evaluation_bar("transfer conditions", 7, unit="condition")
     assert bar.total == 7

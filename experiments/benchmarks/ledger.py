@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -59,8 +58,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 EXPERT = "experiments/experts/goal_cycle_7x7_3agents_curriculum_seed1.pt"
 FINDINGS_EXTRAS = "env.settings.agent.extras=[reward,action]"
@@ -183,7 +180,8 @@ def instrument(timer: PhaseTimer, trainer: Any) -> Patches:
     import torch
 
     from marlgrid import vector
-    from marlgrid.agents.training import callbacks, logger, rollout, social_observer, streams
+    from marlgrid.agents.runs import logger
+    from marlgrid.agents.training import callbacks, rollout, social_observer, streams
 
     p = Patches()
     p.wrap(timer, vector.VectorEnv, "step", "env")

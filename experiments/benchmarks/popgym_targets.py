@@ -1,7 +1,7 @@
 """Sample-efficiency targets of recurrent PPO on POPGym's easiest memory tasks, with a preset.
 
 Each target trains the agent preset (default ``conf/agent/ppo_popgym.yaml``, GRU core) on one
-env for exactly its step budget through ``experiments/popgym_sweep.py`` (a trainer run) and
+env for exactly its step budget through ``experiments/examples/popgym_sweep.py`` (a trainer run) and
 passes when the MMER (the best per-batch mean episodic return, batches of one PPO update) reaches
 the threshold within the budget. Targets (seed 0):
 
@@ -23,7 +23,8 @@ a few hundred env steps/s, so the three runs take about half an hour or more).
 
 It prints one line per target (MMER, first step at which the threshold was reached, wall time,
 PASS or FAIL) and exits 1 if any target fails. Runs go to ``--out`` (default
-``runs/popgym_targets``) as ``experiments/popgym_sweep.py`` writes them: a trainer run directory
+``runs/popgym_targets``) as ``experiments/examples/popgym_sweep.py`` writes them: a trainer run
+directory
 ``<out>/<env>/<memory>/seed_<seed>`` (``metrics.csv``, checkpoints, ``popgym.json``), whose
 ``metrics.csv`` gives the MMER and the curve (:mod:`marlgrid.analysis.mmer`); a run trains from
 scratch (``--restart``) over an earlier one's directory with the same env, memory and seed.
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-POPGYM_CLI = ROOT / "experiments" / "popgym_sweep.py"
+POPGYM_CLI = ROOT / "experiments" / "examples" / "popgym_sweep.py"
 DEFAULT_PRESET = ROOT / "conf" / "agent" / "ppo_popgym.yaml"
 
 
@@ -66,7 +67,8 @@ def first_step_at(curve: list[tuple[int, float]], threshold: float) -> int | Non
 
 
 def read_cell(run_dir: Path) -> dict:
-    """A cell run by ``experiments/popgym_sweep.py``: its MMER and ``(step, batch mean return)``
+    """A cell run by ``experiments/examples/popgym_sweep.py``: its MMER and ``(step, batch mean
+    return)``
     curve from ``metrics.csv`` (batches as its ``popgym.json`` says) and its wall time (acting
     and updates, summed over the logged iterations)."""
     from marlgrid.analysis.mmer import batch_mean_returns, read_metrics

@@ -26,10 +26,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from experiments.benchmarks.versus_commit import LOOPS, TRAIN
 
-from experiments.benchmarks.versus_commit import LOOPS, TRAIN  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse_layout(text: str) -> tuple[int, int]:

@@ -30,10 +30,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from experiments.benchmarks.ledger import LOOPS as LEDGER_LOOPS
 
-from experiments.benchmarks.ledger import LOOPS as LEDGER_LOOPS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 TRAIN = ["experiments/train.py", "video=false", "eval_every=0", "logger.progress=false"]
 #: loop -> (agents per env step, train.py overrides (those of ledger.LOOPS) or None for the
@@ -45,7 +44,7 @@ LOOPS: dict[str, tuple[int, list[str] | None, int]] = {
     "popgym": (1, None, 49_152),
 }
 #: the POPGym script of each era: (path, arguments)
-POPGYM_SCRIPTS = ("experiments/popgym_sweep.py", "experiments/popgym.py")
+POPGYM_SCRIPTS = ("experiments/examples/popgym_sweep.py", "experiments/popgym.py")
 PROGRESS = re.compile(r"step\s+([\d,]+)\s.*?([\d,.]+) steps/s")
 
 

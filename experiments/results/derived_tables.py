@@ -155,7 +155,10 @@ def refresh_kl_ratio() -> None:
 
     stem = RESULTS / "social" / "refresh_kl_tmaze_kl"
     if not Path(f"{stem}_batch_runs.csv").exists():  # the correction's runs are not in yet
-        print(f"skipped {stem.name}_ratio.csv: no {stem.name}_batch_runs.csv (refresh_kl_runs.sh)")
+        print(
+            f"skipped {stem.name}_ratio.csv: no {stem.name}_batch_runs.csv "
+            "(runner.py social_refresh analyse)"
+        )
         return
     batch = {r["run"]: float(r["final"]) for r in read(Path(f"{stem}_batch_runs.csv"))}
     ratios: dict[str, list[float]] = defaultdict(list)

@@ -1,4 +1,4 @@
-"""Figures and a CSV summary for experiments/results/drqn.md from the runs of drqn_runs.sh.
+"""Figures and a CSV summary for experiments/results/drqn.md from its runs (drqn/arms.toml).
 
     python experiments/results/drqn_plot.py                      # reads runs/drqn_results
     python experiments/results/drqn_plot.py --greedy-episodes 0  # skip the greedy evaluation
@@ -150,8 +150,8 @@ def is_complete(run_dir: Path) -> bool:
 def greedy_length(run_dir: Path, episodes: int, seed: int = 12345) -> float:
     """Mean length of ``episodes`` greedy episodes of the newest checkpoint (cached)."""
     import marlgrid
+    from marlgrid.agents.runs.saved_run import SavedRun
     from marlgrid.agents.training.rollout import MultiAgentRollout
-    from marlgrid.agents.training.saved_run import SavedRun
 
     run = SavedRun(run_dir)
     ckpt = run.checkpoint

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from experiments.evaluate import env_setting, rule_override
-from marlgrid.agents.training.checkpoint import CheckpointError
+from marlgrid.agents.runs.checkpoint import CheckpointError
+from marlgrid.agents.runs.logger import evaluation_bar
+from marlgrid.agents.runs.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
-from marlgrid.agents.training.logger import evaluation_bar
 from marlgrid.agents.training.rollout import MultiAgentRollout
-from marlgrid.agents.training.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.social_observer import SocialObserver
 from marlgrid.analysis import AnalysisError
 from marlgrid.analysis.report import show_and_write_rows

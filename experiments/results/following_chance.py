@@ -26,8 +26,8 @@ from pathlib import Path
 
 from marlgrid.analysis.chance import social_levels
 from marlgrid.analysis.report import show_and_write_rows
-from marlgrid.follower import FollowerPolicy
 from marlgrid.policies import ScriptedPolicy, make_policy
+from marlgrid.policies.follower import FollowerPolicy
 
 ENV_ID = "MarlGrid-GoalCycle-13x13-3Agents-v0"
 NOVICES = ("random", "follower", "switching_follower", "oracle")

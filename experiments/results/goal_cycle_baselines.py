@@ -26,7 +26,7 @@ batch. Per episode: the return, the tile entries that paid (``rewards``) and the
 ``expected_return`` is what the entries counted imply for the two reward-blind policies:
 ``play_safe`` scores its first tile (1 where it reached one), ``reward_blind`` 1 for the first
 tile plus ``0.5 + (1 - penalty) / 4`` for every later entry with 3 tiles (see
-:mod:`marlgrid.baselines`).
+:mod:`marlgrid.policies.baselines`).
 """
 
 from __future__ import annotations

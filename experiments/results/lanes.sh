@@ -11,7 +11,7 @@
 
 LANE_CMDS=()
 PY=${PY:-.venv/bin/python}  # the Python that runs train.py (override: PY=...)
-OUT=${OUT:-runs}  # where the runs go (override: OUT=...)
+# OUT (where the runs go) is each script's own default: a default here would win over it
 
 lane_add() {  # lane_add LOG COMMAND: queue COMMAND, its output appended to LOG
   local log=$1
@@ -49,34 +49,4 @@ for run in find_runs(sys.argv[1:]).runs:
         print(run.path)
     else:
         print(f"not finished: {run.path} ({run.detail})", file=sys.stderr)' "$@"
-}
-
-study_queue() {  # study_queue STUDY ARM[:SEEDS]...: queue a study's arms and play them.
-  # The caller sets ARMS ("arm|seeds|overrides" entries), COMMON (overrides of every run), PY
-  # and OUT; @SEED@ in an arm's overrides becomes the run's seed (e.g. a per-seed init_from).
-  # Each run: $OUT/STUDY/<arm>/seed_<k> (resumable), named STUDY_<arm>, its log
-  # $OUT/STUDY/logs/<arm>.seed_<k>.log. With no ARM, lists the arms and returns 2.
-  local study=$1 request arm found entry name seeds args seed
-  shift
-  if [[ $# -eq 0 ]]; then
-    echo "usage: ARM[:SEEDS] ...  (DRY=1 prints the commands only); arms:" >&2
-    for entry in "${ARMS[@]}"; do IFS='|' read -r arm seeds _ <<<"$entry"; echo "  $arm (seeds $seeds)" >&2; done
-    return 2
-  fi
-  for request in "$@"; do
-    arm=${request%%:*} found=""
-    for entry in "${ARMS[@]}"; do
-      IFS='|' read -r name seeds args <<<"$entry"
-      [[ $name == "$arm" ]] && found=1 && break
-    done
-    [[ -n $found ]] || { echo "unknown arm '$arm'; run without arguments for the list" >&2; return 2; }
-    [[ $request == *:* ]] && seeds=${request#*:}
-    for seed in ${seeds//,/ }; do
-      [[ $seed =~ ^[0-9]+$ ]] || { echo "seed '$seed' of arm '$arm' must be a whole number" >&2; return 2; }
-      lane_add "$OUT/$study/logs/$arm.seed_$seed.log" \
-        "$PY experiments/train.py ${args//@SEED@/$seed} name=${study}_$arm seed=$seed $COMMON \
-hydra.run.dir=$OUT/$study/$arm/seed_$seed"
-    done
-  done
-  lanes_run
 }

@@ -22,7 +22,7 @@ MARLGRID_CORES="trxl gru lstm linear_recurrence framestack none"
 mkdir -p runs/memory_logs
 
 popgym() {  # one POPGym task: every core, 3 seeds, 50k env steps
-    $PY experiments/popgym_sweep.py --sweep --memories $MEMORIES --seeds 0,1,2 --steps 50000 \
+    $PY experiments/examples/popgym_sweep.py --sweep --memories $MEMORIES --seeds 0,1,2 --steps 50000 \
         --box-action-bins 5 --threads 1 --quiet --out runs/popgym_table --set $SMALL_NET \
         --envs "$1"
 }

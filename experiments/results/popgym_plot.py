@@ -78,7 +78,7 @@ def heat_map(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "summary", type=Path, help="summary.csv of experiments/popgym_sweep.py --sweep"
+        "summary", type=Path, help="summary.csv of experiments/examples/popgym_sweep.py --sweep"
     )
     parser.add_argument("--png", type=Path, required=True)
     parser.add_argument("--csv", type=Path, default=None, help="copy the summary here")

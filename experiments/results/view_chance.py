@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from marlgrid.agents.runs.saved_run import SavedRun
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout
-from marlgrid.agents.training.saved_run import SavedRun
 from marlgrid.analysis import AnalysisError
 from marlgrid.analysis.report import show_and_write_rows
 

@@ -6,7 +6,7 @@
 >>> algo.train()
 
 Importing this module imports ray (``pip install 'marlgrid[ray]'``); ``import marlgrid`` does not.
-``experiments/rllib_ppo.py`` trains PPO with an LSTM from one command.
+``experiments/examples/rllib_ppo.py`` trains PPO with an LSTM from one command.
 
 **Env.** :class:`MarlGridMultiAgentEnv` is a native RLlib ``MultiAgentEnv`` driving
 ``marlgrid.make(id)`` (the engine with one env) directly. RLlib's env runners vectorize

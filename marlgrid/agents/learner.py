@@ -152,6 +152,13 @@ class Learner(Protocol):
         ...
 
 
+def resume_note(learner: Learner) -> str | None:
+    """What a learner restored from a checkpoint wants said (optional: a learner may define
+    ``resume_note()``, e.g. a replay learner whose checkpoint held no replay)."""
+    note = getattr(learner, "resume_note", None)
+    return note() if callable(note) else None
+
+
 class LearnerSpec(NamedTuple):
     """A registry entry: the config dataclass and the class that builds a learner from it."""
 

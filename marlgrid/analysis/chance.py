@@ -2,7 +2,7 @@
 
 :func:`chance_levels` puts a uniformly random policy in the novice's slot beside the same
 scripted experts and returns the novice's mean of every social metric of
-:class:`marlgrid.social.SocialTracker`; :func:`social_levels` does the same for any scripted
+:class:`marlgrid.metrics.social.SocialTracker`; :func:`social_levels` does the same for any scripted
 novice (a ``follower``, an ``oracle``); :func:`against_chance` lays a measured value beside its
 chance level. Scripted policies only (no torch); episodes run on a
 :class:`marlgrid.vector.VectorEnv` exactly as the training rollout steps it.
@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from marlgrid.config import ConfigError, check_int
-from marlgrid.following import DEFAULT_REPEAT_WINDOW, DEFAULT_TRAIL_WINDOW
+from marlgrid.metrics.following import DEFAULT_REPEAT_WINDOW, DEFAULT_TRAIL_WINDOW
+from marlgrid.metrics.social import DEFAULT_WINDOW, SocialTracker
 from marlgrid.policies import ScriptedPolicy, make_policy
 from marlgrid.registry import make_vec
-from marlgrid.social import DEFAULT_WINDOW, SocialTracker
 
 PolicySpec = ScriptedPolicy | str
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import check_bool
+from marlgrid.core.layout import Layout
 from marlgrid.envs._common import aec_from, check_fits, clutter_count, clutter_label, square_size
-from marlgrid.layout import Layout
 
 
 class ClutteredEnv(MarlGridEnv):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from marlgrid.base import MarlGridEnv
+from marlgrid.core.layout import Layout
 from marlgrid.envs._common import aec_from, check_fits, square_size
-from marlgrid.layout import Layout
 
 
 class EmptyEnv(MarlGridEnv):

@@ -6,8 +6,8 @@ from typing import Any
 
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import ConfigError
+from marlgrid.core.layout import Layout
 from marlgrid.envs._common import aec_from, square_size
-from marlgrid.layout import Layout
 
 
 class FourRoomsEnv(MarlGridEnv):

@@ -6,8 +6,8 @@ from typing import Any
 
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import ConfigError, check_float, check_int
+from marlgrid.core.layout import Layout
 from marlgrid.envs._common import aec_from, check_fits, clutter_count, clutter_label, square_size
-from marlgrid.layout import Layout
 from marlgrid.registry import GOAL_CYCLE_CANONICAL
 
 #: The canonical goal-cycle task (registered as ``MarlGrid-GoalCycle-13x13-3Agents-v0``).

@@ -7,8 +7,8 @@ from typing import Any
 
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import ConfigError, check_float
+from marlgrid.core.layout import Layout
 from marlgrid.envs._common import aec_from, square_size
-from marlgrid.layout import Layout
 
 
 class MazeEnv(MarlGridEnv):
@@ -16,13 +16,13 @@ class MazeEnv(MarlGridEnv):
 
     ## Description
     A ``size x size`` maze (odd ``size``, default 13): cells at odd coordinates, one-cell walls
-    between them, carved by randomised Kruskal (:meth:`marlgrid.layout.Layout.maze`) into a
+    between them, carved by randomised Kruskal (:meth:`marlgrid.core.layout.Layout.maze`) into a
     perfect maze, then each remaining inner wall between two cells is removed with probability
     ``extra_connections`` (default 0.05), which adds a few loops. It plays the role of the
     ``labmaze`` mazes of the original marlgrid's Maze transfer env, without that dependency.
     The green goal lies at a random open cell. Agents (re)spawn only in the farthest
     ``spawn_fraction`` (default half) of the empty cells by path length from the goal, ties
-    included (see :meth:`marlgrid.layout.Layout.spawn_far_from`).
+    included (see :meth:`marlgrid.core.layout.Layout.spawn_far_from`).
 
     ## Action Space
     ``Discrete(7)`` (``Discrete(3)`` with ``restrict_actions``).

@@ -6,8 +6,8 @@ from typing import Any
 
 from marlgrid.base import MarlGridEnv
 from marlgrid.config import ConfigError, check_bool
+from marlgrid.core.layout import Layout
 from marlgrid.envs._common import aec_from, square_size
-from marlgrid.layout import Layout
 
 #: Object types that mark the success (goal) and failure (lava) cells; no agent sees them.
 TASK_CELLS = ("goal", "lava")

@@ -12,7 +12,7 @@
   dimension, for learners with categorical heads (``box_action_bins``; POPGym's pendulum tasks).
 
 POPGym's metric, the MMER, is computed from a run's ``metrics.csv`` by
-:mod:`marlgrid.analysis.mmer`; ``experiments/popgym_sweep.py`` trains and scores sweeps.
+:mod:`marlgrid.analysis.mmer`; ``experiments/examples/popgym_sweep.py`` trains and scores sweeps.
 
 popgym is imported only when an env is made (``pip install 'marlgrid[popgym]'``).
 
@@ -247,7 +247,7 @@ def make_env(
         if box_action_bins is None:
             raise ValueError(
                 f"{env_id} has continuous actions {env.action_space}; the learners choose among "
-                "discrete actions: set box_action_bins=K (experiments/popgym_sweep.py: "
+                "discrete actions: set box_action_bins=K (experiments/examples/popgym_sweep.py: "
                 "--box-action-bins K, K >= 2) to offer K evenly spaced values per dimension"
             )
         env = _popgym_env_adapter()(BinnedBoxAction(env, box_action_bins))

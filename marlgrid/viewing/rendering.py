@@ -1,7 +1,7 @@
 """Full-map frames: the whole map, each agent's field of view, and a column of the agents' views.
 
 ``render_frame(env)`` returns a fresh ``(H, W, 3)`` uint8 picture. Everything is drawn from the tile
-atlas of :mod:`marlgrid.atlas`, the one that RGB observations use: the map is one gather of
+atlas of :mod:`marlgrid.core.atlas`, the one that RGB observations use: the map is one gather of
 tiles by cell code, fields of view are tinted tile by tile, agents are stamped with the atlas's
 antialiased triangle, and each agent's own view is drawn by the same ``to_rgb`` kernel as its RGB
 observation. The static parts (background, labels) and the map's tiles are cached between frames.
@@ -44,10 +44,10 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from marlgrid import kernels as K
-from marlgrid.atlas import Atlas, get_atlas, prestige_rgb
 from marlgrid.constants import AGENT, COLOR_TO_IDX, EMPTY
-from marlgrid.engine import Engine
+from marlgrid.core import kernels as K
+from marlgrid.core.atlas import Atlas, get_atlas, prestige_rgb
+from marlgrid.core.engine import Engine
 
 DEFAULT_TILE_SIZE = 32
 BACKGROUND = (24, 24, 28)
@@ -471,7 +471,7 @@ def render_frame(
     """A fresh ``(H, W, 3)`` uint8 frame of a marlgrid env (env ``index`` of a batch).
 
     ``env`` may be a PettingZoo marlgrid env, a :class:`marlgrid.vector.VectorEnv`, a wrapper
-    around one, or an :class:`marlgrid.engine.Engine`. Options left as ``None`` come from the
+    around one, or an :class:`marlgrid.core.engine.Engine`. Options left as ``None`` come from the
     env's ``render_tile_size``, ``render_agent_views`` and ``render_highlight`` attributes, else
     the defaults (32, True, True). See the module docstring for the frame size.
     """

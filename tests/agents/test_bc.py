@@ -20,9 +20,9 @@ from marlgrid.agents.learner import Step, Teacher, build_learner, config_from_di
 from marlgrid.agents.memory import CORES
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.models import log_prob_entropy
-from marlgrid.agents.training.checkpoint import acting_state, list_checkpoints, load_checkpoint
+from marlgrid.agents.runs.checkpoint import acting_state, list_checkpoints, load_checkpoint
+from marlgrid.agents.runs.saved_run import SavedRun
 from marlgrid.agents.training.roles import RoleConfig
-from marlgrid.agents.training.saved_run import SavedRun
 from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer, train
 from marlgrid.config import ConfigError
 

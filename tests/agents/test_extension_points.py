@@ -251,8 +251,9 @@ class _InlinePPO(PPO):
             if a.numel() > 1:
                 adv = (adv - a.mean()) / (a.std() + 1e-8)
         return ppo_loss(
-            new_logp, old_logp, adv, new_values, old_values, returns, entropy, mask,
-            cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef, ent_coef,
+            new_logp=new_logp, old_logp=old_logp, adv=adv, new_values=new_values,
+            old_values=old_values, returns=returns, entropy=entropy, mask=mask,
+            clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss, vf_coef=cfg.vf_coef, ent_coef=ent_coef,
         )  # fmt: skip
 
 

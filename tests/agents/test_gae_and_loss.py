@@ -127,12 +127,30 @@ def _loss_inputs(pad: float | None) -> tuple[list[torch.Tensor], torch.Tensor]:
     return tensors, mask
 
 
+def loss_of(new_logp, old_logp, adv, new_v, old_v, ret, ent, mask, clip_vloss=True):
+    """:func:`ppo_loss` on the hand-computed inputs, in their order, with the module's
+    coefficients."""
+    return ppo_loss(
+        new_logp=new_logp, old_logp=old_logp, adv=adv, new_values=new_v, old_values=old_v,
+        returns=ret, entropy=ent, mask=mask, clip=CLIP, clip_vloss=clip_vloss, vf_coef=VF,
+        ent_coef=ENT,
+    )  # fmt: skip
+
+
+def test_ppo_loss_and_minibatch_take_names_only() -> None:
+    from marlgrid.agents.algorithms.losses import MiniBatch
+
+    (new_logp, old_logp, adv, new_v, old_v, ret, ent), mask = _loss_inputs(pad=0.0)
+    with pytest.raises(TypeError):
+        ppo_loss(new_logp, old_logp, adv, new_v, old_v, ret, ent, mask, CLIP, True, VF, ENT)
+    with pytest.raises(TypeError):
+        MiniBatch(None, None, None, None, None, None, None, None, None, None, None)
+
+
 @pytest.mark.parametrize("clip_vloss", [True, False])
 def test_ppo_loss_hand_computed(clip_vloss: bool) -> None:
     (new_logp, old_logp, adv, new_v, old_v, ret, ent), mask = _loss_inputs(pad=0.0)
-    loss, terms = ppo_loss(
-        new_logp, old_logp, adv, new_v, old_v, ret, ent, mask, CLIP, clip_vloss, VF, ENT
-    )
+    loss, terms = loss_of(new_logp, old_logp, adv, new_v, old_v, ret, ent, mask, clip_vloss)
     v = V_CLIPPED if clip_vloss else V_PLAIN
     assert terms["policy_loss"].item() == pytest.approx(PG, abs=1e-6)
     assert terms["value_loss"].item() == pytest.approx(v, abs=1e-6)
@@ -151,11 +169,9 @@ def test_ppo_loss_padding_changes_nothing(pad: float) -> None:
     inputs, mask = _loss_inputs(pad=pad)
     # the reference: only the three real steps, as a flat batch with an all-true mask
     flat = [x.flatten()[:3] for x in ref_inputs]
-    ref_loss, ref_terms = ppo_loss(*flat, torch.ones(3, dtype=torch.bool), CLIP, True, VF, ENT)
+    ref_loss, ref_terms = loss_of(*flat, torch.ones(3, dtype=torch.bool))
     new_logp, new_v, ent = (inputs[i].requires_grad_() for i in (0, 3, 6))
-    loss, terms = ppo_loss(
-        new_logp, inputs[1], inputs[2], new_v, inputs[4], inputs[5], ent, mask, CLIP, True, VF, ENT
-    )
+    loss, terms = loss_of(new_logp, inputs[1], inputs[2], new_v, inputs[4], inputs[5], ent, mask)
     assert loss.item() == pytest.approx(ref_loss.item(), abs=1e-6)
     for k, v in ref_terms.items():
         assert terms[k].item() == pytest.approx(v.item(), abs=1e-6), k
@@ -167,5 +183,5 @@ def test_ppo_loss_padding_changes_nothing(pad: float) -> None:
 
 def test_ppo_loss_all_padding_is_finite() -> None:
     inputs, _ = _loss_inputs(pad=0.0)
-    loss, terms = ppo_loss(*inputs, torch.zeros(2, 2, dtype=torch.bool), CLIP, True, VF, ENT)
+    loss, terms = loss_of(*inputs, torch.zeros(2, 2, dtype=torch.bool))
     assert loss.item() == 0.0 and all(torch.isfinite(v) for v in terms.values())

@@ -254,7 +254,7 @@ def test_ppo_updates_and_episode_bookkeeping(memory_gym: Any, env_id: str, tmp_p
 
 def test_entry_point_sets_the_tile_size_before_user_overrides() -> None:
     pytest.importorskip("omegaconf")
-    from experiments.popgym_sweep import cell_settings, parse_args
+    from experiments.examples.popgym_sweep import cell_settings, parse_args
 
     def tile(env_id: str, *extra: str) -> int:
         args = parse_args(["--env", env_id, *extra])
@@ -267,7 +267,7 @@ def test_entry_point_sets_the_tile_size_before_user_overrides() -> None:
 def test_entry_point_trains_on_mystery_path(memory_gym: Any, tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    from experiments.popgym_sweep import cell_record, main
+    from experiments.examples.popgym_sweep import cell_record, main
 
     args = ["--env", "MysteryPathGrid", "--memory", "gru", "--num-envs", "2", "--steps", "128",
             "--set", "network.hidden_size=8", "network.trunk_sizes=[8]", "network.head_sizes=[8]",

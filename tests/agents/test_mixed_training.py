@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import marlgrid
-from marlgrid import kernels as K
 from marlgrid.agents.training.mixing import (
     DropoutConfig,
     ExpertDropout,
@@ -25,6 +24,7 @@ from marlgrid.agents.training.train_config import EnvConfig, LoggerConfig, Strea
 from marlgrid.agents.training.trainer import TrainConfig, Trainer
 from marlgrid.config import ConfigError
 from marlgrid.constants import AGENT, EMPTY
+from marlgrid.core import kernels as K
 from marlgrid.vector import VectorEnv
 from tests.conftest import HandMadeEnv
 

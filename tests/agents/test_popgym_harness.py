@@ -378,7 +378,7 @@ def test_preset_composes_with_the_train_schema() -> None:
     from omegaconf import OmegaConf
 
     import experiments.train  # noqa: F401  (registers the schemas)
-    from experiments.popgym_sweep import DEFAULT_PRESET, load_agent_preset
+    from experiments.examples.popgym_sweep import DEFAULT_PRESET, load_agent_preset
     from marlgrid.agents.learner import config_from_dict
 
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
@@ -398,7 +398,7 @@ TINY = ["--set", "network.hidden_size=8", "network.trunk_sizes=[8]", "network.he
 def test_sweep_writes_the_table_and_resumes(tmp_path: Path, capsys: Any) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    from experiments.popgym_sweep import cell_record, main
+    from experiments.examples.popgym_sweep import cell_record, main
 
     args = ["--sweep", "--envs", "RepeatPreviousEasy", "--memories", "gru,none", "--seeds", "0,1"]
     assert main([*args, *TINY, "--out", str(tmp_path)]) == 0
@@ -429,7 +429,7 @@ def test_sweep_writes_the_table_and_resumes(tmp_path: Path, capsys: Any) -> None
 def test_sweep_refuses_a_continuous_action_env_before_training(tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    from experiments.popgym_sweep import main
+    from experiments.examples.popgym_sweep import main
 
     args = ["--sweep", "--envs", "RepeatPreviousEasy,PositionOnlyPendulumEasy", *TINY]
     with pytest.raises(SystemExit, match="--box-action-bins K"):
@@ -443,7 +443,7 @@ def test_sweep_refuses_a_continuous_action_env_before_training(tmp_path: Path) -
 def test_cli_names_an_unknown_env(tmp_path: Path) -> None:
     """Run as a script, the entry point imports the real popgym, not itself."""
     pytest.importorskip("popgym")
-    cmd = [sys.executable, str(ROOT / "experiments/popgym_sweep.py"), "--env", "Nope"]
+    cmd = [sys.executable, str(ROOT / "experiments/examples/popgym_sweep.py"), "--env", "Nope"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 1
     assert "error: unknown POPGym env 'Nope'; registered: " in out.stderr
@@ -454,7 +454,8 @@ def test_cli_names_an_unknown_env(tmp_path: Path) -> None:
 def test_cli_single_run(tmp_path: Path) -> None:
     pytest.importorskip("popgym")
     pytest.importorskip("omegaconf")
-    cmd = [sys.executable, str(ROOT / "experiments/popgym_sweep.py"), "--env", "RepeatPreviousEasy",
+    sweep = str(ROOT / "experiments/examples/popgym_sweep.py")
+    cmd = [sys.executable, sweep, "--env", "RepeatPreviousEasy",
            "--memory", "gru", "--seed", "3", *TINY, "--out", str(tmp_path)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -17,8 +17,8 @@ import torch
 
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
 from marlgrid.agents.networks.models import NetworkConfig
+from marlgrid.agents.runs.checkpoint import list_checkpoints
 from marlgrid.agents.training.callbacks import Callback
-from marlgrid.agents.training.checkpoint import list_checkpoints
 from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer
 from marlgrid.analysis.mmer import batch_mean_returns, mmer, read_metrics
 
@@ -121,7 +121,7 @@ def test_a_popgym_run_is_interrupted_resumed_evaluated_and_scored(tmp_path: Path
         assert batch_mean_returns(rows, batch) == batch_mean_returns(history, batch)
 
     # evaluated with the loader every run uses
-    from marlgrid.agents.training.saved_run import SavedRun
+    from marlgrid.agents.runs.saved_run import SavedRun
 
     run = SavedRun(tmp_path)
     assert run.checkpoint.name == "ckpt_000000006.pt"
@@ -141,7 +141,7 @@ def test_a_sweep_cell_stops_on_sigint_and_resumes_when_rerun(
     pytest.importorskip("omegaconf")
     import os
 
-    from experiments.popgym_sweep import cell_record, main
+    from experiments.examples.popgym_sweep import cell_record, main
 
     original, calls = PPO.update, []
 

@@ -7,7 +7,8 @@
 agent_0 is blind to the tiles (``hide: [cycle_tile]``; the scripted policies read the engine,
 so only the learner is really blind) beside two scripted oracles. Each row: one novice on one
 setting, ``--episodes`` episodes from layout seed ``--seed``: its return (mean and Student-t
-95% interval), penalties, and its mean of the following measures of :mod:`marlgrid.following`
+95% interval), penalties, and its mean of the following measures of
+:mod:`marlgrid.metrics.following`
 (``order_expert`` over the whole episode, ``trail_expert`` and its time-shuffled excess,
 ``repeat_expert_excess``, the distance to the nearest expert). Novices:
 
@@ -40,8 +41,8 @@ from scipy import stats
 
 from marlgrid.analysis.chance import play_scripted
 from marlgrid.analysis.report import show_and_write_rows, write_csv
-from marlgrid.follower import FollowerPolicy
 from marlgrid.policies import ScriptedPolicy, make_policy
+from marlgrid.policies.follower import FollowerPolicy
 
 #: setting name -> (env id, settings): the maps of the following-pays page
 SETTINGS = {

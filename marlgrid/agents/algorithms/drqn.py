@@ -321,9 +321,18 @@ class DRQN:
         out["replay"] = None
         return out
 
+    def resume_note(self) -> str | None:
+        """What the trainer says after a resume: that the replay starts empty, if it does."""
+        if not self.replay_refilled:
+            return None
+        return (
+            "the checkpoint holds no replay (checkpoint_replay=false); it starts empty and "
+            "refills (learning_starts steps) first"
+        )
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved; without a saved replay the replay starts empty
-        and ``replay_refilled`` is set (the trainer can log it)."""
+        and ``replay_refilled`` is set (:meth:`resume_note`)."""
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
         if "optimizer" in state:  # absent from an exported policy (acting only)

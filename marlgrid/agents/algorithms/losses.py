@@ -71,8 +71,10 @@ __all__ = [
 ]
 
 
-class MiniBatch(NamedTuple):
-    """``N`` trajectory chunks of ``L`` steps, time-major: what the loss and its terms read."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MiniBatch:
+    """``N`` trajectory chunks of ``L`` steps, time-major: what the loss and its terms read
+    (built by name only: most fields are tensors of one shape)."""
 
     obs: Obs  # (L, N, ...) observations
     actions: Tensor  # (L, N) action indices taken

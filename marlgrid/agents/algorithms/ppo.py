@@ -231,8 +231,9 @@ class PPO(NetworkLearnerState):
         start = buffer.states[c * (L // buffer.state_stride), b]
         obs, actions = obs_index(buffer.obs, (t, b)), buffer.actions[t, b]
         return MiniBatch(
-            obs, actions, buffer.resets[t, b], mask, start, old_logp, old_values, returns, adv,
-            t, b, buffer,
+            obs=obs, actions=actions, resets=buffer.resets[t, b], mask=mask, start_state=start,
+            old_logp=old_logp, old_values=old_values, returns=returns, advantages=adv, t=t, b=b,
+            buffer=buffer,
         )  # fmt: skip
 
     def minibatch_loss(
@@ -247,9 +248,10 @@ class PPO(NetworkLearnerState):
         out = net.output(batch.obs, batch.start_state, batch.resets, batch.actions)
         new_logp, entropy = net.log_prob_entropy(out.logits, batch.actions)
         loss, ppo_logs = ppo_loss(
-            new_logp, batch.old_logp, batch.advantages, out.values, batch.old_values,
-            batch.returns, entropy, batch.mask, cfg.clip_coef, cfg.clip_vloss, cfg.vf_coef,
-            cfg.ent_coef if ent_coef is None else ent_coef,
+            new_logp=new_logp, old_logp=batch.old_logp, adv=batch.advantages,
+            new_values=out.values, old_values=batch.old_values, returns=batch.returns,
+            entropy=entropy, mask=batch.mask, clip=cfg.clip_coef, clip_vloss=cfg.clip_vloss,
+            vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef if ent_coef is None else ent_coef,
         )  # fmt: skip
         logs: dict[str, Tensor | float] = dict(ppo_logs)
         for name, coef, term in self.aux_losses:

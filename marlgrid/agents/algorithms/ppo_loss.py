@@ -12,6 +12,7 @@ __all__ = ["explained_variance", "ppo_loss"]
 
 
 def ppo_loss(
+    *,
     new_logp: Tensor,
     old_logp: Tensor,
     adv: Tensor,
@@ -25,7 +26,8 @@ def ppo_loss(
     vf_coef: float,
     ent_coef: float,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Clipped PPO loss; every term is averaged over the steps where ``mask`` is true.
+    """Clipped PPO loss; every term is averaged over the steps where ``mask`` is true (every
+    argument by name: several are tensors of one shape, easy to swap unseen).
 
     Padding steps (``mask`` false) are replaced by zeros with ``torch.where`` before any arithmetic
     and excluded from every mean, so whatever they hold (even NaN) changes neither the terms nor

@@ -1,6 +1,6 @@
 """Curricula: env rules (penalty, rewards, ...) that change during training, by schedule.
 
-A curriculum maps :class:`~marlgrid.rules.Rules` fields to schedules (:class:`ScheduleConfig`):
+A curriculum maps :class:`~marlgrid.core.rules.Rules` fields to schedules (:class:`ScheduleConfig`):
 
 * ``linear`` / ``step``: ``points`` ``[[step, value], ...]`` in env steps summed over the batch
   (the trainer's ``global_step``, as ``total_timesteps`` counts them). ``linear`` interpolates
@@ -47,7 +47,7 @@ from marlgrid.agents.training.callbacks import Callback
 from marlgrid.agents.training.evaluation import EVAL_PREFIX, EVAL_RETURN, eval_metric_names
 from marlgrid.agents.training.view import TrainerView
 from marlgrid.config import ConfigError, check_float, check_int
-from marlgrid.rules import RULE_FIELDS, Rules
+from marlgrid.core.rules import RULE_FIELDS, Rules
 
 MODES = ("linear", "step", "threshold")
 #: the trainer's count of a learner's updates in an iteration (``<learner>/`` before it with
@@ -110,7 +110,7 @@ def check_curriculum(curriculum: Any) -> dict[str, ScheduleConfig]:
         if name not in RULE_FIELDS:
             raise ConfigError(
                 f"{key}: {name!r} is not an env rule; a curriculum schedules these fields of "
-                f"marlgrid.rules.Rules: {list(RULE_FIELDS)}"
+                f"marlgrid.core.rules.Rules: {list(RULE_FIELDS)}"
             )
         out[name] = _check_schedule(key, name, as_schedule(key, value))
     return out

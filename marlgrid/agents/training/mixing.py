@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from marlgrid import kernels as K
 from marlgrid.agents.training.roles import RoleConfig
 from marlgrid.agents.training.rollout import episode_metrics
 from marlgrid.config import ConfigError, check_float, check_int
+from marlgrid.core import kernels as K
 
 SOLO, SOCIAL = "solo", "social"
 

@@ -6,7 +6,7 @@ ids with the same learner name share one network. A frozen agent is rebuilt from
 own saved config, so a GRU expert can play beside an LSTM novice, or a PPO expert beside a DRQN one.
 Its checkpoint is checked with the roles (:func:`resolve_roles`), before any network is built: the
 file exists, its saved configs pass the checks a fresh config gets, its weights are finite
-(:func:`~marlgrid.agents.training.checkpoint.load_learners`).
+(:func:`~marlgrid.agents.runs.checkpoint.load_learners`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from torch import Tensor
 
 from marlgrid.agents.learner import Learner, build_learner, config_from_dict
 from marlgrid.agents.networks.observation import with_observed_image_mode
-from marlgrid.agents.training.checkpoint import (
+from marlgrid.agents.runs.checkpoint import (
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
@@ -29,7 +29,7 @@ from marlgrid.agents.training.checkpoint import (
 )
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.agents.training.rollout import PolicyGroup
-from marlgrid.config import AgentConfig, ConfigError, check_float, space_difference
+from marlgrid.config import AgentConfig, ConfigError, check_bool, check_float, space_difference
 from marlgrid.policies import POLICIES, make_policy
 from marlgrid.registry import make
 
@@ -43,13 +43,21 @@ class RoleConfig:
     kind: str = "learner"  # learner (trained), frozen (a checkpoint, not trained) or scripted
     learner: str = MAIN  # learner: config name; frozen: learner name inside the checkpoint
     checkpoint: str | None = None  # frozen: checkpoint file to load the learner from
-    policy: str = "oracle"  # scripted: random, oracle or discoverer
+    policy: str = "oracle"  # scripted: a registered policy name (marlgrid.policies.POLICIES)
     deterministic: bool = False  # frozen: act greedily instead of sampling
     epsilon: float = 0.0  # scripted: chance of a uniformly random action each step, in [0, 1]
 
 
-def as_role(role: RoleConfig | Mapping[str, Any]) -> RoleConfig:
-    return RoleConfig(**role) if isinstance(role, Mapping) else role
+def as_role(role: RoleConfig | Mapping[str, Any], agent: str = "an agent") -> RoleConfig:
+    """``role`` as a :class:`RoleConfig` (a mapping of its fields, e.g. from the command line's
+    ``roles.agent_0.kind=scripted``); :class:`ConfigError` names a field it does not have."""
+    if not isinstance(role, Mapping):
+        return role
+    allowed = list(RoleConfig.__dataclass_fields__)
+    unknown = sorted(set(role) - set(allowed))
+    if unknown:
+        raise ConfigError(f"role of {agent} has no settings {unknown}; its settings are {allowed}")
+    return RoleConfig(**role)
 
 
 def role_identity(role: RoleConfig | Mapping[str, Any]) -> dict[str, Any]:
@@ -70,6 +78,7 @@ def _check_learner(agent: str, role: RoleConfig, names: list[str]) -> None:
 
 
 def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
+    check_bool(f"deterministic of {agent}", role.deterministic)
     if not role.checkpoint:
         raise ConfigError(f"frozen role of {agent} needs a checkpoint path")
     path = Path(str(role.checkpoint))
@@ -82,7 +91,8 @@ def _check_frozen(agent: str, role: RoleConfig, names: list[str]) -> None:
 def _check_scripted(agent: str, role: RoleConfig, names: list[str]) -> None:
     if role.policy not in POLICIES:
         raise ConfigError(
-            f"policy of {agent} must be one of {sorted(POLICIES)}, got {role.policy!r}"
+            f"policy of {agent} must be one of {sorted(POLICIES)}, got {role.policy!r} (a "
+            "policy of your own: register it in a module named in plugins=[...])"
         )
     check_float(f"epsilon of {agent}", role.epsilon, 0.0, 1.0)
 
@@ -97,7 +107,7 @@ def resolve_roles(
         raise ConfigError(f"roles name unknown agent ids {unknown}; the env's agents are {agents}")
     resolved = {}
     for agent in agents:
-        role = _with_checkpoint_file(agent, as_role(roles.get(agent, RoleConfig())))
+        role = _with_checkpoint_file(agent, as_role(roles.get(agent, RoleConfig()), agent))
         if role.kind not in ROLE_KINDS:
             raise ConfigError(
                 f"role kind of {agent} must be one of {tuple(ROLE_KINDS)}, got {role.kind!r}"

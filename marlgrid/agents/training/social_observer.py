@@ -1,12 +1,12 @@
-"""The social metrics of :mod:`marlgrid.social` as a rollout observer.
+"""The social metrics of :mod:`marlgrid.metrics.social` as a rollout observer.
 
 :class:`SocialObserver` is a :class:`~marlgrid.agents.training.rollout.StepObserver`: it feeds a
-:class:`~marlgrid.social.SocialTracker` the engine's state before each step and the step's
+:class:`~marlgrid.metrics.social.SocialTracker` the engine's state before each step and the step's
 actions and rewards after it (about 20 us per step for 16 envs of 3 agents, plus about 1 ms
 per batch of episode ends for the repeat metrics and their shuffled control of
-:mod:`marlgrid.following`), and :meth:`SocialObserver.pop` turns the episodes ended since the
-last call into ``social/*`` log entries. The trainer attaches one to every env stream with a
-marlgrid engine.
+:mod:`marlgrid.metrics.following`), and :meth:`SocialObserver.pop` turns the episodes ended
+since the last call into ``social/*`` log entries. The trainer attaches one to every env
+stream with a marlgrid engine whose rules place goal-cycle tiles.
 
 Experts (the reference set of the ``expert_*`` metrics) are by default the agents of scripted
 policies that know the task (``is_expert``: the oracle and the discoverer, not ``random``) and
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from marlgrid.agents.training.rollout import PolicyGroup
-from marlgrid.following import DEFAULT_REPEAT_WINDOW
-from marlgrid.social import DEFAULT_WINDOW, SocialTracker, summarize
+from marlgrid.metrics.following import DEFAULT_REPEAT_WINDOW
+from marlgrid.metrics.social import DEFAULT_WINDOW, SocialTracker, summarize
 
 
 def default_experts(groups: Sequence[PolicyGroup], scripted: dict[str, Any]) -> list[str]:
@@ -33,7 +33,7 @@ def default_experts(groups: Sequence[PolicyGroup], scripted: dict[str, Any]) -> 
 
 class SocialObserver:
     """Tracks the social metrics of ``vec`` (a marlgrid ``VectorEnv``) per agent per episode;
-    ``window`` / ``repeat_window``: those of :class:`~marlgrid.social.SocialTracker`."""
+    ``window`` / ``repeat_window``: those of :class:`~marlgrid.metrics.social.SocialTracker`."""
 
     def __init__(
         self,
@@ -58,8 +58,10 @@ class SocialObserver:
     def for_roles(
         cls, vec: Any, groups: Sequence[PolicyGroup], scripted: dict[str, Any]
     ) -> SocialObserver | None:
-        """An observer with the default experts, or None where ``vec`` has no engine."""
-        if getattr(vec, "engine", None) is None:
+        """An observer with the default experts, or None where ``vec`` has no engine or its
+        rules place no goal-cycle tiles (the metrics are about those tiles)."""
+        engine = getattr(vec, "engine", None)
+        if engine is None or not any(r.n_goals > 0 for r in engine.next_rules):
             return None
         return cls(vec, default_experts(groups, scripted))
 
@@ -73,5 +75,6 @@ class SocialObserver:
 
     def pop(self, columns: list[int] | None = None) -> dict[str, float]:
         """The metrics of the episodes ended since the last call, as log entries
-        (:func:`marlgrid.social.summarize`: means over ``columns``' agents and per agent)."""
+        (:func:`marlgrid.metrics.social.summarize`: means over ``columns``' agents and per
+        agent)."""
         return summarize(self.tracker.pop(), self.agents, columns)

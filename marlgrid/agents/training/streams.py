@@ -38,6 +38,7 @@ import torch
 from marlgrid.agents.arrays import obs_cat
 from marlgrid.agents.learner import Learner, Step, Teacher
 from marlgrid.agents.training.env_sources import make_env_source
+from marlgrid.agents.training.metric_observers import MetricObserver, build_metric_observers
 from marlgrid.agents.training.mixing import (
     AbsencePlan,
     ExpertDropout,
@@ -46,7 +47,6 @@ from marlgrid.agents.training.mixing import (
 )
 from marlgrid.agents.training.roles import RoleConfig, build_groups, resolve_roles
 from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup, episode_metrics
-from marlgrid.agents.training.social_observer import SocialObserver
 from marlgrid.agents.training.train_config import (
     StreamConfig,
     TrainConfig,
@@ -72,7 +72,7 @@ class EnvStream:
     roles: dict[str, RoleConfig]
     groups: list[PolicyGroup]
     scripted: dict[str, Any]
-    social: SocialObserver | None = None
+    metrics: list[MetricObserver] = field(default_factory=list)
     rollout: MultiAgentRollout | None = field(default=None, repr=False)
     absence: AbsencePlan | None = None  # its solo envs and dropout (mixing.plan_absence)
     dropout: ExpertDropout | None = field(default=None, repr=False)
@@ -93,10 +93,10 @@ class EnvStream:
         return [agents.index(a) for g in self.learners.values() for a in g.agents]
 
     def start(self, seed: int) -> MultiAgentRollout:
-        """Fresh episodes seeded by ``seed``: a new rollout over this stream, with the social
-        metrics where it has a marlgrid engine (built now: the rules set so far apply)."""
-        self.social = SocialObserver.for_roles(self.vec, self.groups, self.scripted)
-        observers = [self.social] if self.social is not None else []
+        """Fresh episodes seeded by ``seed``: a new rollout over this stream, with the metric
+        observers that apply to its env (built now: the rules set so far apply)."""
+        self.metrics = build_metric_observers(self.vec, self.groups, self.scripted)
+        observers: list[Any] = list(self.metrics)
         self.dropout = None if self.absence is None else self.absence.dropout(seed)
         editors = [self.dropout] if self.dropout is not None else []
         self.rollout = MultiAgentRollout(
@@ -116,8 +116,8 @@ class EnvStream:
             out.update(split_episode_metrics(returns, lengths, envs, self.absence.solo, columns))
         if self.dropout is not None:
             out["charts/dropouts"] = float(self.dropout.pop_removed())
-        if self.social is not None:
-            out.update(self.social.pop(columns))
+        for observer in self.metrics:
+            out.update(observer.pop(columns))
         if len(returns):
             for k, agent in enumerate(self.vec.possible_agents):
                 out[f"charts/return_{agent}"] = float(returns[:, k].mean())

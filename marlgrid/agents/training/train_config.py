@@ -26,8 +26,9 @@ from marlgrid.agents.training.mixing import (
     dropout_active,
     mixed_active,
 )
-from marlgrid.agents.training.roles import MAIN, RoleConfig, role_identity
+from marlgrid.agents.training.roles import MAIN, RoleConfig, as_role, role_identity
 from marlgrid.config import ConfigError, check_bool, check_int
+from marlgrid.plugins import check_plugin_names
 
 #: largest seed (derived seeds such as ``seed * 100_003 + iteration`` stay within 64 bits)
 MAX_SEED = 2**32 - 1
@@ -73,7 +74,8 @@ class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     agent: Any = None  # the 'main' learner's config (any algorithm; None: learner.DEFAULT_ALGO's)
     learners: dict[str, Any] = field(default_factory=dict)  # more learner configs by name
-    roles: dict[str, RoleConfig] = field(default_factory=dict)  # agent id -> role (default main)
+    # agent id -> role (a RoleConfig or a mapping of its fields; default: learner main)
+    roles: dict[str, Any] = field(default_factory=dict)
     streams: dict[str, StreamConfig] = field(default_factory=dict)  # more env streams by name
     mixed: MixedConfig = field(default_factory=MixedConfig)  # main stream: envs without experts
     dropout: DropoutConfig = field(default_factory=DropoutConfig)  # main stream: experts leave
@@ -96,15 +98,21 @@ class TrainConfig:
     # (warm_start.py); a resumed run continues from its own checkpoint instead
     init_from: str | None = None
     torch_threads: int = 1  # torch CPU threads
+    # modules of outside code (envs, policies, loss terms, cores, learners) imported before
+    # anything is checked, and again by whatever reads the run back (marlgrid.plugins)
+    plugins: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.curriculum = typed_schedules(self.curriculum)  # command-line entries: mappings
+        # the command line's roles are mappings (any agent id may be named): RoleConfigs here
+        self.roles = {agent: as_role(role, agent) for agent, role in self.roles.items()}
 
     def validate(self) -> None:
         """Check every field that needs no env; :class:`ConfigError` names the first bad one."""
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"name must be a non-empty string, got {self.name!r}")
         check_int("seed", self.seed, low=0, high=MAX_SEED)
+        self.plugins = check_plugin_names(self.plugins)
         check_int("total_timesteps", self.total_timesteps, low=1)
         if self.iteration_steps is not None:
             check_int("iteration_steps", self.iteration_steps, 1, self.total_timesteps,
@@ -279,6 +287,8 @@ def identity(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.curriculum:  # runs without one keep the identity they always had
         schedules = check_curriculum(cfg.curriculum)
         out["curriculum"] = {k: dataclasses.asdict(v) for k, v in sorted(schedules.items())}
+    if cfg.plugins:  # the same: and an exported file names the modules it needs
+        out["plugins"] = list(cfg.plugins)
     return out
 
 

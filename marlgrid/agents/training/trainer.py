@@ -6,7 +6,7 @@ steps the rollout loop, lets every learner update when it says it is ready, logs
 callbacks (checkpoints, videos, evaluation are callbacks).
 
 A run directory holds ``config.json`` (the resolved config as plain data, read back by
-:class:`~marlgrid.agents.training.saved_run.SavedRun`), ``metrics.csv``, ``tensorboard/`` events,
+:class:`~marlgrid.agents.runs.saved_run.SavedRun`), ``metrics.csv``, ``tensorboard/`` events,
 ``checkpoints/``, ``videos/`` and ``train.log`` (the run's messages). A run may train on several
 env streams (``streams``, :mod:`marlgrid.agents.training.streams`), play some of a stream's envs
 without its experts and let experts leave during episodes (``mixed``, ``dropout``:
@@ -19,9 +19,9 @@ without its experts and let experts leave during episodes (``mixed``, ``dropout`
   :class:`~marlgrid.config.ConfigError` naming the key, the value and what is allowed. Before
   the envs and networks are built, their memory is estimated from the config and a run that
   cannot fit this machine is refused, naming the setting that dominates
-  (:mod:`~marlgrid.agents.training.resources`).
+  (:mod:`~marlgrid.agents.runs.resources`).
 - **One process per directory.** :meth:`Trainer.run` holds a
-  :class:`~marlgrid.agents.training.run_dir.RunLock` on the run directory.
+  :class:`~marlgrid.agents.runs.run_dir.RunLock` on the run directory.
 - **Resume continues the same run only.** The newest checkpoint must come from the same settings
   (:func:`identity`) and the same ``total_timesteps``; a larger (or smaller) total needs
   ``extend=true`` (schedules then stretch to the new total). A complete run says so and does
@@ -45,6 +45,23 @@ from typing import Any
 import numpy as np
 import torch
 
+from marlgrid.agents.learner import resume_note
+from marlgrid.agents.runs.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+)
+from marlgrid.agents.runs.logger import Logger, last_logged, progress_bar, show_progress
+from marlgrid.agents.runs.memory_budget import check_memory
+from marlgrid.agents.runs.run_dir import (
+    RunLock,
+    StopRequest,
+    disk_full_error,
+    is_disk_full,
+    remove_temp_files,
+)
+from marlgrid.agents.runs.saved_run import write_run_config
 from marlgrid.agents.training.callbacks import (
     Callback,
     CallbackList,
@@ -52,25 +69,9 @@ from marlgrid.agents.training.callbacks import (
     EvalCallback,
     VideoCallback,
 )
-from marlgrid.agents.training.checkpoint import (
-    CheckpointError,
-    list_checkpoints,
-    load_checkpoint,
-    save_checkpoint,
-)
 from marlgrid.agents.training.curriculum import CurriculumCallback
 from marlgrid.agents.training.divergence import check_finite
-from marlgrid.agents.training.logger import Logger, last_logged, progress_bar, show_progress
-from marlgrid.agents.training.memory_budget import check_memory
 from marlgrid.agents.training.roles import MAIN, RoleConfig
-from marlgrid.agents.training.run_dir import (
-    RunLock,
-    StopRequest,
-    disk_full_error,
-    is_disk_full,
-    remove_temp_files,
-)
-from marlgrid.agents.training.saved_run import write_run_config
 from marlgrid.agents.training.streams import build_streams
 from marlgrid.agents.training.train_config import (
     EnvConfig,
@@ -84,6 +85,7 @@ from marlgrid.agents.training.train_config import (
     learner_configs,
 )
 from marlgrid.agents.training.warm_start import warm_start
+from marlgrid.plugins import load_plugins
 
 __all__ = [
     "EnvConfig",
@@ -128,6 +130,7 @@ class Trainer:
         callbacks: Sequence[Callback] = (),
         stop: StopRequest | None = None,
     ) -> None:
+        load_plugins(cfg.plugins)  # outside code first: what the config names may live there
         cfg.validate()
         configs = learner_configs(cfg)  # validated once the slots they drive are known
         check_memory(cfg, configs)  # before anything large is built
@@ -232,11 +235,9 @@ class Trainer:
                 )
             for name, state in payload["learners"].items():
                 self.learners[name].learner.load_state_dict(state)
-                if getattr(self.learners[name].learner, "replay_refilled", False):  # DRQN
-                    self.say(
-                        f"learner {name}: the checkpoint holds no replay (checkpoint_replay="
-                        "false); it starts empty and refills (learning_starts steps) first"
-                    )
+                note = resume_note(self.learners[name].learner)
+                if note:
+                    self.say(f"learner {name}: {note}")
             self.iteration, self.global_step = int(payload["update"]), int(payload["global_step"])
             self._saved_iteration = self.iteration
             torch.set_rng_state(payload["torch_rng"])
