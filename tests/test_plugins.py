@@ -117,3 +117,11 @@ def test_any_agent_takes_a_scripted_policy_on_the_command_line_without_a_preset(
         as_role({"kind": "scripted", "polcy": "oracle"}, "agent_0")
     preset = _compose(["roles=novice_with_experts", "roles.agent_1.policy=discoverer"])
     assert as_role(preset.roles["agent_1"]).policy == "discoverer"
+
+
+def test_runs_saved_before_plugins_existed_pool_with_runs_that_name_none():
+    from marlgrid.analysis.runs import config_differences
+
+    old, new = {"seed": 1, "total_timesteps": 5}, {"seed": 2, "total_timesteps": 5, "plugins": []}
+    assert config_differences([old, new]) == []  # a run from before plugins had none
+    assert config_differences([old, {**new, "plugins": ["myext"]}]) == ["plugins"]

@@ -144,13 +144,17 @@ def group_runs(runs: Sequence[Run], group_by: Sequence[str] = ()) -> list[Condit
 PER_RUN_KEYS = ("seed", "resume", "extend", "torch_threads", "video", "video_every", "logger")
 
 
+#: run-config keys added after runs were saved without them, and the value such a run had
+ADDED_KEYS: dict[str, Any] = {"plugins": []}
+
+
 def config_differences(
     configs: Sequence[Mapping[str, Any]], allowed: Sequence[str] = ()
 ) -> list[str]:
     """The dotted config keys whose values differ between ``configs`` (runs to be pooled as
     one condition), :data:`PER_RUN_KEYS` and the ``allowed`` keys (and what lies below them)
-    aside."""
-    flat = [_flatten(c) for c in configs]
+    aside; a key of :data:`ADDED_KEYS` that a config lacks counts as its value there."""
+    flat = [{**ADDED_KEYS, **_flatten(c)} for c in configs]
     keys = sorted({k for f in flat for k in f})
     free = (*PER_RUN_KEYS, *allowed)
     kept = [k for k in keys if not any(k == p or k.startswith(p + ".") for p in free)]
