@@ -118,6 +118,7 @@ def windows(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
     end = steps[-1]
     last = values[steps > end - WINDOW]
     before = values[(steps > end - 2 * WINDOW) & (steps <= end - WINDOW)]
+
     def mean(x: np.ndarray) -> float:  # NaN for a window without values (a short run)
         return float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
 
