@@ -6,7 +6,7 @@
     python experiments/aggregate.py runs/multirun/<name> --evaluate 100 --greedy --out ...
 
 Runs (each ``.../seed_<k>`` directory with ``metrics.csv``, ``config.json`` and ``.hydra/``;
-``--evaluate`` loads them with :class:`marlgrid.agents.runs.saved_run.SavedRun`) are grouped
+``--evaluate`` loads them with :class:`marlgrid.agents.bookkeeping.saved_run.SavedRun`) are grouped
 into conditions by their Hydra overrides minus the seed (or by ``--group-by`` keys). Per condition,
 on a shared step grid (each run interpolated, never extrapolated past its last step) and at the end
 of training (the mean of each run's last ``--last`` logged values, or with ``--evaluate N`` the
@@ -94,8 +94,8 @@ def evaluated_return(
     """A run's final value: the mean return of its trained agents over ``episodes`` episodes of
     its newest checkpoint (as ``experiments/evaluate.py`` plays them), cached in the run
     directory. A run that cannot be played stops the command with one line ``error: ...``."""
-    from marlgrid.agents.runs.checkpoint import CheckpointError
-    from marlgrid.agents.runs.saved_run import SavedRun, SavedRunError
+    from marlgrid.agents.bookkeeping.checkpoint import CheckpointError
+    from marlgrid.agents.bookkeeping.saved_run import SavedRun, SavedRunError
     from marlgrid.config import ConfigError
 
     mode = "greedy" if greedy else "sampled"

@@ -4,7 +4,7 @@
     python experiments/evaluate.py runs/default/seed_0/checkpoints/ckpt_000000293.pt --greedy \
         --videos 2
 
-The run is loaded by :class:`marlgrid.agents.runs.saved_run.SavedRun`: its own configuration
+The run is loaded by :class:`marlgrid.agents.bookkeeping.saved_run.SavedRun`: its own configuration
 (``config.json``, or ``.hydra/config.yaml`` for a run from before it) says which env and roles to
 use; the newest checkpoint of a run directory is taken unless a checkpoint file is given. A run
 with a curriculum is evaluated under the rules its curriculum had reached at the checkpoint;
@@ -13,7 +13,7 @@ with a curriculum is evaluated under the rules its curriculum had reached at the
 saved config that fails the checks a fresh one gets, NaN weights, a frozen role's checkpoint
 gone) stops it with one line ``error: ...`` and exit status 1, before any episode is played.
 
-Zero-shot transfer (:mod:`marlgrid.agents.runs.transfer`): ``--transfer ENV_ID``
+Zero-shot transfer (:mod:`marlgrid.agents.bookkeeping.transfer`): ``--transfer ENV_ID``
 (repeatable) plays the run's trained agent, frozen, as agent_0 of another env beside
 ``--partners`` (repeatable: ``oracle``, ``goal_seeker``, ``none`` for alone, or one name per
 partner, ``oracle,random``), its observation settings carried from the checkpoint;
@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from marlgrid.agents.runs.checkpoint import CheckpointError
-from marlgrid.agents.runs.saved_run import SavedRun, SavedRunError
-from marlgrid.agents.runs.transfer import (
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError
+from marlgrid.agents.bookkeeping.saved_run import SavedRun, SavedRunError
+from marlgrid.agents.bookkeeping.transfer import (
     CONDITIONS,
     TransferCondition,
     partners_from_text,

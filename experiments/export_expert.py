@@ -6,7 +6,7 @@ optimizer or the heads only a loss term trains (a next-view decoder).
     python experiments/export_expert.py RUN_OR_CHECKPOINT OUT.pt --learners expert_1 expert_2
 
 A run directory exports its newest checkpoint (found by
-:class:`marlgrid.agents.runs.saved_run.SavedRun`). The file plays as frozen experts:
+:class:`marlgrid.agents.bookkeeping.saved_run.SavedRun`). The file plays as frozen experts:
 ``roles=novice_with_trained_experts 'roles.agent_1.checkpoint="OUT.pt"'``. Installed, the command
 is ``marlgrid-export-expert``.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from marlgrid.agents.runs.checkpoint import CheckpointError, export_policies
-from marlgrid.agents.runs.saved_run import SavedRun, SavedRunError
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, export_policies
+from marlgrid.agents.bookkeeping.saved_run import SavedRun, SavedRunError
 from marlgrid.config import ConfigError
 
 

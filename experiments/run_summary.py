@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.plot_curves import BASELINE_MEANINGS, scripted_baselines
-from marlgrid.agents.runs.checkpoint import list_checkpoints
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.analysis.curves import CurveError, read_curve
 

@@ -20,7 +20,7 @@ data (``config.json``), ``metrics.csv``, TensorBoard events, checkpoints, videos
 Running the same command again resumes from the newest checkpoint, or says the run is complete.
 The same command with ``total_timesteps=N extend=true`` trains the run on to ``N`` steps: the
 new total names another directory, so when that one holds no checkpoint the run is looked up
-beside it (:mod:`marlgrid.agents.runs.extend`: the run of the same overrides, total aside)
+beside it (:mod:`marlgrid.agents.bookkeeping.extend`: the run of the same overrides, total aside)
 and continued in its own directory; no such run, or several, is an error (pick one with
 ``"hydra.run.dir='<run dir>'"``, quoted so for Hydra and the shell). Every setting is checked
 before a folder is made; a run directory is locked while a process trains in it. SIGINT
@@ -36,7 +36,7 @@ the commands that evaluate the run and train it on; a sweep job prints its final
 Installed (``pip install -e .``), the same entry point is the ``marlgrid-train`` command; either
 way the configs come from the checkout's ``conf/`` (:data:`CONF_DIR`). The trainer also writes
 the resolved config as ``config.json``, which
-:class:`marlgrid.agents.runs.saved_run.SavedRun` reads back.
+:class:`marlgrid.agents.bookkeeping.saved_run.SavedRun` reads back.
 """
 
 from __future__ import annotations
@@ -62,11 +62,10 @@ from experiments.schemas import (
     plugin_overrides,
     train_schema,
 )
-from marlgrid.agents.learner import LEARNERS, load_builtin_learners
-from marlgrid.agents.runs.checkpoint import CheckpointError
-from marlgrid.agents.runs.extend import run_to_extend
-from marlgrid.agents.runs.launch import resolve_paths
-from marlgrid.agents.runs.run_dir import (
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError
+from marlgrid.agents.bookkeeping.extend import run_to_extend
+from marlgrid.agents.bookkeeping.launch import resolve_paths
+from marlgrid.agents.bookkeeping.run_dir import (
     DiskFullError,
     RunLockedError,
     StopRequest,
@@ -74,7 +73,8 @@ from marlgrid.agents.runs.run_dir import (
     remove_fresh_dirs,
     replace_atomically,
 )
-from marlgrid.agents.runs.sweep_stop import SweepStop, mark, marked_signal
+from marlgrid.agents.bookkeeping.sweep_stop import SweepStop, mark, marked_signal
+from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.training.callbacks import Callback
 from marlgrid.agents.training.curriculum import ScheduleConfig
 from marlgrid.agents.training.trainer import Interrupted, TrainConfig, Trainer

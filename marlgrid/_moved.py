@@ -29,7 +29,7 @@ MOVED: dict[str, str] = {
         for m in ("baselines", "goal_seeker", "follower", "hallway_ends")
     },  # fmt: skip
     **{f"marlgrid.{m}": f"marlgrid.metrics.{m}" for m in ("social", "following")},
-    **{f"marlgrid.agents.training.{m}": f"marlgrid.agents.runs.{m}" for m in _RUNS},
+    **{f"marlgrid.agents.training.{m}": f"marlgrid.agents.bookkeeping.{m}" for m in _RUNS},
 }
 
 

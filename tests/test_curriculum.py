@@ -318,7 +318,7 @@ def _column(run_dir: Path, key: str) -> list[float]:
 def test_training_logs_and_applies_a_linear_schedule_and_evaluation_plays_its_stage(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from marlgrid.agents.runs.checkpoint import checkpoint_path, load_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import checkpoint_path, load_checkpoint
     from marlgrid.agents.training.curriculum import checkpoint_rules
     from marlgrid.agents.training.evaluation import training_settings
     from marlgrid.agents.training.trainer import Trainer
@@ -358,7 +358,7 @@ def test_evaluate_cli_reads_rules_and_refuses_unknown_ones():
 def test_resume_continues_a_threshold_schedule(tmp_path):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint
     from marlgrid.agents.training.trainer import Trainer
 
     # charts/update counts the updates (1, 2, ...): the stage moves on from update 2 on.

@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
-from marlgrid.agents.runs import checkpoint  # noqa: E402
-from marlgrid.agents.runs.checkpoint import list_checkpoints  # noqa: E402
-from marlgrid.agents.runs.run_dir import DiskFullError, is_disk_full  # noqa: E402
+from marlgrid.agents.bookkeeping import checkpoint  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints  # noqa: E402
+from marlgrid.agents.bookkeeping.run_dir import DiskFullError, is_disk_full  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,
     LoggerConfig,

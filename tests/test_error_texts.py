@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.drqn import DRQNConfig  # noqa: E402
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
-from marlgrid.agents.runs.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from marlgrid.agents.training.roles import RoleConfig, resolve_roles  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,

@@ -29,7 +29,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import marlgrid  # noqa: E402
-from marlgrid.agents.runs.checkpoint import (  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import (  # noqa: E402
     CheckpointError,
     list_checkpoints,
     load_checkpoint,

@@ -130,7 +130,7 @@ def _compose(overrides: list[str]):
 
 def test_resolve_paths_makes_run_dir_and_checkpoints_absolute(tmp_path):
     pytest.importorskip("torch")
-    from marlgrid.agents.runs.launch import resolve_paths
+    from marlgrid.agents.bookkeeping.launch import resolve_paths
     from marlgrid.agents.training.roles import RoleConfig
     from marlgrid.agents.training.trainer import TrainConfig
 
@@ -183,7 +183,9 @@ def test_ray_presets_compose(preset):
     assert launcher.ray.remote.num_cpus == 1
     if preset == "ray_local":
         assert launcher.ray.init.address is None and launcher.ray.init.num_cpus == 2
-        assert cfg.hydra.callbacks.local_ray._target_ == "marlgrid.agents.runs.launch.LocalRay"
+        assert (
+            cfg.hydra.callbacks.local_ray._target_ == "marlgrid.agents.bookkeeping.launch.LocalRay"
+        )
     else:
         assert launcher.ray.init.address == "auto"
         assert launcher.ray.init.object_store_memory is None  # Ray refuses it when joining
@@ -347,7 +349,7 @@ def _sigterm_trials(tmp_path: Path, launcher: list[str], trials: int, loopback=N
     import random
     import signal
 
-    from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint
 
     rng, total = random.Random(4), 128 * 60  # 60 updates of 4 envs x 32 steps
     for trial in range(trials):

@@ -85,3 +85,20 @@ def test_the_kernels_get_the_engines_arrays_by_name():
     for record in (engine._step_arrays, engine._view_arrays):
         for name, array in record._asdict().items():
             assert array is getattr(engine, aliases.get(name, name)), name
+
+
+def test_every_package_folder_is_a_package_a_wheel_would_ship():
+    """``packages = find:`` ships only folders with an ``__init__.py``: every folder of the
+    package holding modules has one, and none is under an ignored name such as ``runs/``."""
+    import subprocess
+
+    from setuptools import find_packages
+
+    found = set(find_packages(str(ROOT), include=["marlgrid", "marlgrid.*"]))
+    modules = [p for p in (ROOT / "marlgrid").rglob("*.py") if "__pycache__" not in p.parts]
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in modules}
+    assert folders <= found, sorted(folders - found)
+    inits = [str(p.relative_to(ROOT)) for p in (ROOT / "marlgrid").rglob("__init__.py")]
+    ignored = subprocess.run(["git", "check-ignore", *inits], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()  # fmt: skip
+    assert not ignored, ignored

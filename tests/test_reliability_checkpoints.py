@@ -147,7 +147,7 @@ CORRUPTIONS = {
 def _corrupt(source: Path, target: Path, how) -> Path:
     """A copy of ``source`` whose payload ``how`` changed, written with a digest of the changed
     content (a file written that way, not damaged later: the checks below the digest's)."""
-    from marlgrid.agents.runs.checkpoint import DIGEST_KEY, content_digest
+    from marlgrid.agents.bookkeeping.checkpoint import DIGEST_KEY, content_digest
 
     payload = torch.load(source, map_location="cpu", weights_only=True)
     how(payload)
@@ -171,7 +171,7 @@ def _corrupt_run(saved: dict[str, Path], target: Path, how) -> Path:
 
 @pytest.mark.parametrize("name", sorted(CORRUPTIONS))
 def test_load_learners_names_what_is_wrong_with_a_checkpoint(saved, tmp_path, name):
-    from marlgrid.agents.runs.checkpoint import CheckpointError, load_learners
+    from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, load_learners
 
     how, message = CORRUPTIONS[name]
     bad = _corrupt(saved["ckpt"], tmp_path / f"{name}.pt", how)
@@ -180,7 +180,7 @@ def test_load_learners_names_what_is_wrong_with_a_checkpoint(saved, tmp_path, na
 
 
 def test_a_missing_checkpoint_is_not_found_not_truncated(tmp_path):
-    from marlgrid.agents.runs.checkpoint import CheckpointError, load_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, load_checkpoint
 
     gone = tmp_path / "gone.pt"
     with pytest.raises(CheckpointError, match=rf"^checkpoint {re.escape(str(gone))} not found$"):
@@ -188,7 +188,7 @@ def test_a_missing_checkpoint_is_not_found_not_truncated(tmp_path):
 
 
 def test_the_sound_checkpoint_and_the_library_experts_pass(saved):
-    from marlgrid.agents.runs.checkpoint import load_learners
+    from marlgrid.agents.bookkeeping.checkpoint import load_learners
 
     assert set(load_learners(saved["ckpt"])["learners"]) == {"main"}
     for expert in sorted((ROOT / "experiments" / "experts").glob("*.pt")):
@@ -231,8 +231,8 @@ def _frozen_cfg(checkpoint: Path):
 def test_a_frozen_role_with_a_bad_checkpoint_is_refused_before_anything_is_built(
     saved, tmp_path, monkeypatch, name
 ):
+    from marlgrid.agents.bookkeeping.checkpoint import CheckpointError
     from marlgrid.agents.learner import LEARNERS, load_builtin_learners
-    from marlgrid.agents.runs.checkpoint import CheckpointError
     from marlgrid.agents.training.trainer import Trainer
 
     if name == "missing":
@@ -320,7 +320,7 @@ def test_an_old_run_s_relative_frozen_paths_are_read_against_its_launch_director
     saved, novice, monkeypatch, record
 ):
     """A run from before config.json: only Hydra's record, with the path as given."""
-    from marlgrid.agents.runs.saved_run import SavedRun
+    from marlgrid.agents.bookkeeping.saved_run import SavedRun
 
     old = saved["launch"] / "runs" / f"old_{record}"
     shutil.copytree(novice, old)
@@ -340,8 +340,8 @@ def test_an_old_run_s_relative_frozen_paths_are_read_against_its_launch_director
 def test_relative_frozen_paths_are_saved_absolute_also_from_python_and_in_streams(
     saved, tmp_path, monkeypatch
 ):
-    from marlgrid.agents.runs.launch import resolve_paths
-    from marlgrid.agents.runs.saved_run import config_data
+    from marlgrid.agents.bookkeeping.launch import resolve_paths
+    from marlgrid.agents.bookkeeping.saved_run import config_data
     from marlgrid.agents.training.roles import RoleConfig
     from marlgrid.agents.training.trainer import StreamConfig
 
@@ -401,8 +401,8 @@ def test_export_py_never_overwrites_a_run_s_checkpoint_and_the_run_resumes(saved
     assert "is the checkpoint being exported" in line, line
     assert newest.read_bytes() == before
     from experiments.export_expert import main as export_main
-    from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint
-    from marlgrid.agents.runs.saved_run import SavedRun
+    from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint
+    from marlgrid.agents.bookkeeping.saved_run import SavedRun
     from marlgrid.agents.training.trainer import train
 
     for target in (run / "checkpoints" / "ckpt_000000099.pt", run / "checkpoints" / "e.pt"):
@@ -421,7 +421,7 @@ def test_an_exported_expert_with_flipped_bytes_is_refused(saved, tmp_path):
     """The issue's reproducer: 64 flipped bytes in the weights of an exported expert loaded
     silently (16 weights changed, all finite). Files now carry a digest checked on load."""
     from experiments.export_expert import main as export_main
-    from marlgrid.agents.runs.checkpoint import DIGEST_KEY, CheckpointError, load_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import DIGEST_KEY, CheckpointError, load_checkpoint
 
     out = tmp_path / "expert.pt"
     export_main([str(saved["expert_run"]), str(out)])

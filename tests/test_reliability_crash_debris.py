@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
-from marlgrid.agents.runs.run_dir import RunLockedError  # noqa: E402
+from marlgrid.agents.bookkeeping.run_dir import RunLockedError  # noqa: E402
 from marlgrid.agents.training.trainer import TrainConfig, train  # noqa: E402
 
 ROWS = 2000
@@ -45,7 +45,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 _CHILD = textwrap.dedent(
     """
     import csv, os, signal, sys
-    from marlgrid.agents.runs.logger import Logger
+    from marlgrid.agents.bookkeeping.logger import Logger
 
     run_dir, rewrite, moment = sys.argv[1:4]
     die = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
@@ -82,7 +82,7 @@ def test_a_kill_while_metrics_csv_is_rewritten_loses_no_row(tmp_path, rewrite, m
     assert path.read_bytes() == before  # the old file, whole: every row
     assert len(_rows(path)) == ROWS
     if moment == "rename":  # what the kill left is what the next start removes
-        from marlgrid.agents.runs.run_dir import remove_temp_files
+        from marlgrid.agents.bookkeeping.run_dir import remove_temp_files
 
         (left,) = tmp_path.glob(".metrics_*.tmp")
         assert remove_temp_files(tmp_path) == [left]
@@ -134,7 +134,7 @@ def test_the_temporary_files_of_a_live_run_are_left_alone(tmp_path):
     code = textwrap.dedent(
         f"""
         import time
-        from marlgrid.agents.runs.run_dir import RunLock
+        from marlgrid.agents.bookkeeping.run_dir import RunLock
         with RunLock({str(tmp_path)!r}):
             print("locked", flush=True)
             time.sleep(120)

@@ -2,7 +2,7 @@
 
 ``total_timesteps`` is part of a run directory's name, so an extend with a new total computes a
 directory that holds nothing: experiments/train.py must find the earlier run of the same
-settings (marlgrid/agents/runs/extend.py), say so and train there; no run, or several, is a
+settings (marlgrid/agents/bookkeeping/extend.py), say so and train there; no run, or several, is a
 clear error, never a silent fresh start.
 """
 
@@ -62,7 +62,7 @@ def test_the_advised_way_to_name_a_run_directory_parses():
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    from marlgrid.agents.runs.extend import PICK_RUN_DIR
+    from marlgrid.agents.bookkeeping.extend import PICK_RUN_DIR
 
     run_dir = "runs/d2/agent.num_steps=16,run=smoke,total_timesteps=128/seed_0"
     typed = PICK_RUN_DIR.replace("<run dir>", run_dir)
@@ -83,12 +83,12 @@ def test_extend_without_an_earlier_run_fails_in_one_line_and_leaves_no_folder(tm
     assert not (tmp_path / "runs").exists()
 
 
-# -- the lookup itself (marlgrid.agents.runs.extend) -----------------------------------------
+# -- the lookup itself (marlgrid.agents.bookkeeping.extend) ----------------------------------
 
 
 def _fake_run(run_dir: Path, overrides: list[str], step: int = 64) -> Path:
     """A run directory with a checkpoint at ``step`` and its recorded overrides."""
-    from marlgrid.agents.runs.checkpoint import save_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import save_checkpoint
 
     save_checkpoint(run_dir / "checkpoints", 1, {"update": 1, "global_step": step})
     (run_dir / ".hydra").mkdir(parents=True)
@@ -97,8 +97,8 @@ def _fake_run(run_dir: Path, overrides: list[str], step: int = 64) -> Path:
 
 
 def run_to_extend(*args):
-    """:func:`marlgrid.agents.runs.extend.run_to_extend`, imported where a test calls it."""
-    from marlgrid.agents.runs.extend import run_to_extend
+    """:func:`marlgrid.agents.bookkeeping.extend.run_to_extend`, imported where a test calls it."""
+    from marlgrid.agents.bookkeeping.extend import run_to_extend
 
     return run_to_extend(*args)
 

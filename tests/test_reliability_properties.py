@@ -29,9 +29,9 @@ from hypothesis import strategies as st  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from omegaconf.errors import OmegaConfBaseException  # noqa: E402
 
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError  # noqa: E402
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners  # noqa: E402
 from marlgrid.agents.networks.config import NetworkConfig  # noqa: E402
-from marlgrid.agents.runs.checkpoint import CheckpointError  # noqa: E402
 from marlgrid.agents.training.callbacks import Callback  # noqa: E402
 from marlgrid.agents.training.curriculum import ScheduleConfig  # noqa: E402
 from marlgrid.agents.training.divergence import TrainingDiverged  # noqa: E402

@@ -28,13 +28,13 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from marlgrid.agents.algorithms.drqn import DRQNConfig  # noqa: E402
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
-from marlgrid.agents.runs.checkpoint import list_checkpoints  # noqa: E402
-from marlgrid.agents.runs.memory_budget import (  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints  # noqa: E402
+from marlgrid.agents.bookkeeping.memory_budget import (  # noqa: E402
     MARGIN,
     MEMORY_LIMIT_ENV,
     check_memory,
 )
-from marlgrid.agents.runs.resources import estimate_memory  # noqa: E402
+from marlgrid.agents.bookkeeping.resources import estimate_memory  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,
     LoggerConfig,
@@ -163,7 +163,7 @@ def test_a_frozen_checkpoint_saved_with_a_huge_hidden_size_is_refused_before_bui
     train(_tiny(), tmp_path / "expert")
     payload = torch.load(list_checkpoints(tmp_path / "expert" / "checkpoints")[-1])
     payload["learners"]["main"]["config"]["network"]["hidden_size"] = 2**40
-    from marlgrid.agents.runs.checkpoint import DIGEST_KEY, content_digest
+    from marlgrid.agents.bookkeeping.checkpoint import DIGEST_KEY, content_digest
 
     payload[DIGEST_KEY] = content_digest(payload)  # a file written so, not damaged later
     path = tmp_path / "huge.pt"
@@ -201,7 +201,7 @@ def test_drqn_max_sequences_past_the_buffer_and_batches_past_them_are_refused():
 
 
 _FIRST_MEASURE = """
-from marlgrid.agents.runs.resources import _measure_env_bytes
+from marlgrid.agents.bookkeeping.resources import _measure_env_bytes
 from marlgrid.agents.training.trainer import EnvConfig
 env = EnvConfig(id="MarlGrid-GoalCycle-13x13-3Agents-v0",
                 settings={"agent": {"extras": ["reward", "action"]}})
@@ -293,7 +293,7 @@ import torch
 torch.set_num_threads(1)
 from marlgrid.agents.algorithms.drqn import DRQNConfig
 from marlgrid.agents.algorithms.ppo import PPOConfig
-from marlgrid.agents.runs.resources import estimate_memory
+from marlgrid.agents.bookkeeping.resources import estimate_memory
 from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer
 cfg = TrainConfig(
     env=EnvConfig({env!r}, num_envs={num_envs}), agent={agent}, total_timesteps={steps},

@@ -24,13 +24,13 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig  # noqa: E402
-from marlgrid.agents.runs.checkpoint import (  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import (  # noqa: E402
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from marlgrid.agents.runs.run_dir import (  # noqa: E402
+from marlgrid.agents.bookkeeping.run_dir import (  # noqa: E402
     RunLock,
     RunLockedError,
     StopRequest,
@@ -126,7 +126,7 @@ def _hold_lock_in_child(run_dir: Path) -> subprocess.Popen:
     code = textwrap.dedent(
         f"""
         import sys, time
-        from marlgrid.agents.runs.run_dir import RunLock
+        from marlgrid.agents.bookkeeping.run_dir import RunLock
         with RunLock({str(run_dir)!r}):
             print("locked", flush=True)
             time.sleep(120)

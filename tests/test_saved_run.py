@@ -1,4 +1,4 @@
-"""``marlgrid.agents.runs.saved_run``: a run directory read back (config, checkpoints,
+"""``marlgrid.agents.bookkeeping.saved_run``: a run directory read back (config, checkpoints,
 metrics, every role's policy), for runs with ``config.json`` and for older ones with only Hydra's
 ``.hydra/config.yaml``."""
 
@@ -15,9 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
-from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
-from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
-from marlgrid.agents.runs.saved_run import (  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint  # noqa: E402
+from marlgrid.agents.bookkeeping.saved_run import (  # noqa: E402
     CONFIG_FILE,
     SavedRun,
     SavedRunError,
@@ -25,6 +24,7 @@ from marlgrid.agents.runs.saved_run import (  # noqa: E402
     train_config_from_data,
     write_run_config,
 )
+from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
 from marlgrid.agents.training.curriculum import ScheduleConfig, checkpoint_rules  # noqa: E402
 from marlgrid.agents.training.roles import RoleConfig  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
@@ -249,7 +249,7 @@ def test_write_run_config_replaces_the_file(tmp_path):
 
 
 def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path):
-    from marlgrid.agents.runs.checkpoint import export_policies
+    from marlgrid.agents.bookkeeping.checkpoint import export_policies
 
     run_dir = runs["run"]
     exported = export_policies(SavedRun(run_dir).checkpoint, tmp_path / "expert.pt")
@@ -282,7 +282,7 @@ def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path)
     assert SavedRun(inside).train_config.roles == cfg.roles
     assert SavedRun(inside).train_config.roles != SavedRun(runs["expert"]).train_config.roles
     # an export without its identity cannot play: the error names the file
-    from marlgrid.agents.runs.checkpoint import DIGEST_KEY, content_digest
+    from marlgrid.agents.bookkeeping.checkpoint import DIGEST_KEY, content_digest
 
     bare = {**torch.load(exported, weights_only=True), "identity": {}}
     bare[DIGEST_KEY] = content_digest(bare)  # a file written so, not damaged later
@@ -298,7 +298,7 @@ def test_an_exported_expert_file_plays_as_itself_outside_any_run(runs, tmp_path)
 
 
 def test_an_exported_next_view_novice_plays_without_its_decoder(tmp_path):
-    from marlgrid.agents.runs.checkpoint import export_policies
+    from marlgrid.agents.bookkeeping.checkpoint import export_policies
 
     term = {"name": "next_view", "coef": 3.0, "options": {"loss": "l1"}}
     agent = dataclasses.replace(_cfg().agent, aux_losses=[term])

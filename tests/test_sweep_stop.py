@@ -1,4 +1,4 @@
-"""A stop request shared by a sweep's jobs (marlgrid.agents.runs.sweep_stop); the full
+"""A stop request shared by a sweep's jobs (marlgrid.agents.bookkeeping.sweep_stop); the full
 joblib trial is tests/test_launchers.py's slow test."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from marlgrid.agents.runs import sweep_stop
-from marlgrid.agents.runs.run_dir import StopRequest
+from marlgrid.agents.bookkeeping import sweep_stop
+from marlgrid.agents.bookkeeping.run_dir import StopRequest
 
 
 @pytest.fixture(autouse=True)

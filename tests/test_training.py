@@ -21,7 +21,7 @@ from hydra.errors import ConfigCompositionException  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from omegaconf.errors import ValidationError  # noqa: E402
 
-from marlgrid.agents.runs.checkpoint import (  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import (  # noqa: E402
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
@@ -245,7 +245,7 @@ def test_checkpoint_from_another_config_is_refused(tmp_path):
 
 def test_checkpoint_without_a_newer_setting_resumes_at_its_default(tmp_path):
     """A run checkpointed before a learner setting existed resumes while it stays default."""
-    from marlgrid.agents.runs.checkpoint import first_difference
+    from marlgrid.agents.bookkeeping.checkpoint import first_difference
     from marlgrid.agents.training.train_config import identity, identity_defaults
 
     cfg = _tiny_config()
@@ -324,7 +324,7 @@ def test_env_reset_ends_idle_slots_too():
 
 
 def test_fresh_start_drops_old_log_rows(tmp_path):
-    from marlgrid.agents.runs.logger import Logger
+    from marlgrid.agents.bookkeeping.logger import Logger
 
     old = Logger(tmp_path, tensorboard=False)
     for step in (100, 200):

@@ -23,8 +23,7 @@ from tests.conftest import HandMadeEnv, place
 torch = pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
-from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
-from marlgrid.agents.runs.transfer import (  # noqa: E402
+from marlgrid.agents.bookkeeping.transfer import (  # noqa: E402
     CONDITIONS,
     _quotas,
     evaluate_transfer,
@@ -32,6 +31,7 @@ from marlgrid.agents.runs.transfer import (  # noqa: E402
     summary_rows,
     target_agent_settings,
 )
+from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
 from marlgrid.agents.training.roles import RoleConfig  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,
@@ -353,7 +353,7 @@ def test_the_social_transfer_conditions_run_from_the_command_line(runs, tmp_path
 
 
 def test_long_evaluations_have_a_progress_bar_shown_on_terminals_only():
-    from marlgrid.agents.runs.logger import evaluation_bar
+    from marlgrid.agents.bookkeeping.logger import evaluation_bar
 
     bar = evaluation_bar("transfer conditions", 7, unit="condition")
     assert bar.total == 7

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 from marlgrid.agents.algorithms.drqn import DRQNConfig  # noqa: E402
 from marlgrid.agents.algorithms.ppo import PPOConfig  # noqa: E402
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, list_checkpoints  # noqa: E402
 from marlgrid.agents.networks.models import NetworkConfig  # noqa: E402
-from marlgrid.agents.runs.checkpoint import CheckpointError, list_checkpoints  # noqa: E402
 from marlgrid.agents.training.trainer import (  # noqa: E402
     EnvConfig,
     LoggerConfig,

@@ -180,7 +180,7 @@ def instrument(timer: PhaseTimer, trainer: Any) -> Patches:
     import torch
 
     from marlgrid import vector
-    from marlgrid.agents.runs import logger
+    from marlgrid.agents.bookkeeping import logger
     from marlgrid.agents.training import callbacks, rollout, social_observer, streams
 
     p = Patches()

@@ -230,7 +230,7 @@ def steps_note(settings: dict) -> str:
 
 def cell_finished(run_dir: Path, cfg: Any) -> bool:
     """True when the newest checkpoint of ``run_dir`` is that of the run's last iteration."""
-    from marlgrid.agents.runs.checkpoint import list_checkpoints
+    from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints
     from marlgrid.agents.training.train_config import iteration_steps
 
     found = list_checkpoints(run_dir / "checkpoints")
@@ -487,8 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = plan_cells(args)
     except (ValueError, FileNotFoundError, ImportError) as err:
         raise SystemExit(f"error: {err}") from None
-    from marlgrid.agents.runs.checkpoint import CheckpointError
-    from marlgrid.agents.runs.run_dir import RunLockedError
+    from marlgrid.agents.bookkeeping.checkpoint import CheckpointError
+    from marlgrid.agents.bookkeeping.run_dir import RunLockedError
     from marlgrid.agents.training.trainer import Interrupted
     from marlgrid.config import ConfigError
 

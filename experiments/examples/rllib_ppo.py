@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.address is None:
         # A local instance stays on this machine; Ray reads these when it is imported.
-        from marlgrid.agents.runs.launch import LOCAL_RAY_ENV
+        from marlgrid.agents.bookkeeping.launch import LOCAL_RAY_ENV
 
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         for key, value in LOCAL_RAY_ENV.items():

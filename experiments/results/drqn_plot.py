@@ -150,7 +150,7 @@ def is_complete(run_dir: Path) -> bool:
 def greedy_length(run_dir: Path, episodes: int, seed: int = 12345) -> float:
     """Mean length of ``episodes`` greedy episodes of the newest checkpoint (cached)."""
     import marlgrid
-    from marlgrid.agents.runs.saved_run import SavedRun
+    from marlgrid.agents.bookkeeping.saved_run import SavedRun
     from marlgrid.agents.training.rollout import MultiAgentRollout
 
     run = SavedRun(run_dir)

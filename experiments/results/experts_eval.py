@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from experiments.evaluate import env_setting, rule_override
-from marlgrid.agents.runs.checkpoint import CheckpointError
-from marlgrid.agents.runs.logger import evaluation_bar
-from marlgrid.agents.runs.saved_run import SavedRun, SavedRunError
+from marlgrid.agents.bookkeeping.checkpoint import CheckpointError
+from marlgrid.agents.bookkeeping.logger import evaluation_bar
+from marlgrid.agents.bookkeeping.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout

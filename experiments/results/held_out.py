@@ -28,7 +28,7 @@ from scipy import stats
 
 from experiments.evaluate import env_setting, rule_override
 from experiments.results.experts_eval import episode_metrics
-from marlgrid.agents.runs.saved_run import SavedRun
+from marlgrid.agents.bookkeeping.saved_run import SavedRun
 from marlgrid.analysis.chance import play_scripted
 from marlgrid.analysis.report import show_and_write_rows
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from marlgrid.agents.runs.saved_run import SavedRun
+from marlgrid.agents.bookkeeping.saved_run import SavedRun
 from marlgrid.analysis.curves import read_metrics
 
 HERE = Path(__file__).resolve().parent

@@ -29,7 +29,7 @@ import numpy as np
 
 import marlgrid
 from experiments.evaluate import rule_override
-from marlgrid.agents.runs.saved_run import SavedRun
+from marlgrid.agents.bookkeeping.saved_run import SavedRun
 from marlgrid.agents.training.evaluation import GroupPolicy
 from marlgrid.analysis.report import show_and_write_rows
 from marlgrid.policies import CycleKnowledge, make_policy, scripted_action

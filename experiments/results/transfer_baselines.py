@@ -5,7 +5,7 @@ same partners or alone.
     OMP_NUM_THREADS=1 python experiments/results/transfer_baselines.py --episodes 200 \
         --seed 777 --csv experiments/results/social_r6_baselines.csv
 
-Conditions: the registered ``social_transfer`` suite (:mod:`marlgrid.agents.runs.transfer`)
+Conditions: the registered ``social_transfer`` suite (:mod:`marlgrid.agents.bookkeeping.transfer`)
 and R6's primary condition, the 4-tile goal cycle at 7x7 / 100 steps beside two oracles and
 alone (named as ``evaluate.py --transfer ... --partners oracle|none`` names them). Policies in
 agent_0's slot: ``random`` everywhere; in the goal cycles also ``play_safe``, ``reward_blind``,
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from marlgrid.agents.runs.transfer import CONDITIONS, TransferCondition
+from marlgrid.agents.bookkeeping.transfer import CONDITIONS, TransferCondition
 from marlgrid.analysis.chance import play_scripted
 from marlgrid.analysis.report import show_and_write_rows
 from marlgrid.analysis.stats import t_interval

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from marlgrid.agents.runs.saved_run import SavedRun
+from marlgrid.agents.bookkeeping.saved_run import SavedRun
 from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.evaluation import acting_copies
 from marlgrid.agents.training.rollout import MultiAgentRollout

@@ -220,7 +220,7 @@ def read_config(run_dir: str | Path) -> dict[str, Any] | None:
     """A run's config as plain data, from :func:`config_path` (None when it has none).
 
     The whole library reads configs through this (torch-free) function;
-    :class:`~marlgrid.agents.runs.saved_run.SavedRun` builds on it. Interpolations of a Hydra
+    :class:`~marlgrid.agents.bookkeeping.saved_run.SavedRun` builds on it. Interpolations of a Hydra
     record (``learners.expert_1: ${agent}``) are resolved when OmegaConf is installed. Raises
     :class:`AnalysisError` naming the file when it cannot be read.
     """

@@ -3,7 +3,7 @@
 Registered in :data:`marlgrid.policies.POLICIES` as ``"goal_seeker"`` (a ``"module:Class"``
 path, loaded on first use), so a role ``policy: goal_seeker`` or
 ``make_policy("goal_seeker")`` builds it. It is the expert partner of the FourRooms and Maze
-transfer maps (:mod:`marlgrid.agents.runs.transfer`) and counts as an expert for the social
+transfer maps (:mod:`marlgrid.agents.bookkeeping.transfer`) and counts as an expert for the social
 metrics (``is_expert``).
 
 Each step it reads the goal cells (``goal`` objects) of every env and moves one step along a

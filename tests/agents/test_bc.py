@@ -16,12 +16,12 @@ from gymnasium import spaces
 from marlgrid.agents.algorithms.bc import BC, BCConfig
 from marlgrid.agents.algorithms.imitation import teacher_nll
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+from marlgrid.agents.bookkeeping.checkpoint import acting_state, list_checkpoints, load_checkpoint
+from marlgrid.agents.bookkeeping.saved_run import SavedRun
 from marlgrid.agents.learner import Step, Teacher, build_learner, config_from_dict
 from marlgrid.agents.memory import CORES
 from marlgrid.agents.networks.config import NetworkConfig
 from marlgrid.agents.networks.models import log_prob_entropy
-from marlgrid.agents.runs.checkpoint import acting_state, list_checkpoints, load_checkpoint
-from marlgrid.agents.runs.saved_run import SavedRun
 from marlgrid.agents.training.roles import RoleConfig
 from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer, train
 from marlgrid.config import ConfigError

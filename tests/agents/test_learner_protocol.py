@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint
 from marlgrid.agents.learner import LEARNERS, Learner, load_builtin_learners
 from marlgrid.agents.memory import GRUCore, LSTMCore
 from marlgrid.agents.networks.models import NetworkConfig
-from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint
 from marlgrid.agents.training.callbacks import Callback
 from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer, train
 from marlgrid.config import ConfigError
@@ -79,7 +79,7 @@ def test_frozen_gru_expert_plays_beside_an_lstm_learner(tmp_path) -> None:
 
 def test_an_exported_expert_drops_training_state_and_plays_as_the_same_policy(tmp_path) -> None:
     from experiments.export_expert import main as export_main
-    from marlgrid.agents.runs.checkpoint import CheckpointError, export_policies
+    from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, export_policies
     from marlgrid.agents.training.roles import load_frozen
 
     learners = {"expert_1": _ppo("gru")}

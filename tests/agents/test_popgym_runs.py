@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from marlgrid.agents.algorithms.ppo import PPO, PPOConfig
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints
 from marlgrid.agents.networks.models import NetworkConfig
-from marlgrid.agents.runs.checkpoint import list_checkpoints
 from marlgrid.agents.training.callbacks import Callback
 from marlgrid.agents.training.trainer import EnvConfig, LoggerConfig, TrainConfig, Trainer
 from marlgrid.analysis.mmer import batch_mean_returns, mmer, read_metrics
@@ -121,7 +121,7 @@ def test_a_popgym_run_is_interrupted_resumed_evaluated_and_scored(tmp_path: Path
         assert batch_mean_returns(rows, batch) == batch_mean_returns(history, batch)
 
     # evaluated with the loader every run uses
-    from marlgrid.agents.runs.saved_run import SavedRun
+    from marlgrid.agents.bookkeeping.saved_run import SavedRun
 
     run = SavedRun(tmp_path)
     assert run.checkpoint.name == "ckpt_000000006.pt"

@@ -261,7 +261,7 @@ def test_a_learner_driven_only_in_a_second_stream_trains_and_is_saved(tmp_path):
     assert sorted(trainer.learners) == ["main", "novice"]
     trainer.run()
     assert trainer.learners["novice"].learner.num_updates == 2
-    from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint
+    from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint
 
     saved = load_checkpoint(list_checkpoints(tmp_path / "run" / "checkpoints")[-1])
     assert sorted(saved["learners"]) == ["main", "novice"]

@@ -6,7 +6,7 @@
 - :func:`check_saved_learners`: the learners of a checkpoint's payload (a run's checkpoint or an
   exported policy file), each with a ``config`` rebuilt through its config class and given the same
   checks as a fresh one, and every floating-point tensor finite. Frozen roles, evaluation and
-  export call it through :func:`~marlgrid.agents.runs.checkpoint.check_learners`, which names
+  export call it through :func:`~marlgrid.agents.bookkeeping.checkpoint.check_learners`, which names
   the file.
 
 Every check raises :class:`~marlgrid.config.ConfigError` naming the dotted key at fault.

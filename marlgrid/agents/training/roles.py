@@ -6,7 +6,7 @@ ids with the same learner name share one network. A frozen agent is rebuilt from
 own saved config, so a GRU expert can play beside an LSTM novice, or a PPO expert beside a DRQN one.
 Its checkpoint is checked with the roles (:func:`resolve_roles`), before any network is built: the
 file exists, its saved configs pass the checks a fresh config gets, its weights are finite
-(:func:`~marlgrid.agents.runs.checkpoint.load_learners`).
+(:func:`~marlgrid.agents.bookkeeping.checkpoint.load_learners`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from typing import Any
 
 from torch import Tensor
 
-from marlgrid.agents.learner import Learner, build_learner, config_from_dict
-from marlgrid.agents.networks.observation import with_observed_image_mode
-from marlgrid.agents.runs.checkpoint import (
+from marlgrid.agents.bookkeeping.checkpoint import (
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
     load_learners,
 )
+from marlgrid.agents.learner import Learner, build_learner, config_from_dict
+from marlgrid.agents.networks.observation import with_observed_image_mode
 from marlgrid.agents.training.env_sources import is_marlgrid_id
 from marlgrid.agents.training.rollout import PolicyGroup
 from marlgrid.config import AgentConfig, ConfigError, check_bool, check_float, space_difference

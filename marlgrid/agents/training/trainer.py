@@ -6,7 +6,7 @@ steps the rollout loop, lets every learner update when it says it is ready, logs
 callbacks (checkpoints, videos, evaluation are callbacks).
 
 A run directory holds ``config.json`` (the resolved config as plain data, read back by
-:class:`~marlgrid.agents.runs.saved_run.SavedRun`), ``metrics.csv``, ``tensorboard/`` events,
+:class:`~marlgrid.agents.bookkeeping.saved_run.SavedRun`), ``metrics.csv``, ``tensorboard/`` events,
 ``checkpoints/``, ``videos/`` and ``train.log`` (the run's messages). A run may train on several
 env streams (``streams``, :mod:`marlgrid.agents.training.streams`), play some of a stream's envs
 without its experts and let experts leave during episodes (``mixed``, ``dropout``:
@@ -19,9 +19,9 @@ without its experts and let experts leave during episodes (``mixed``, ``dropout`
   :class:`~marlgrid.config.ConfigError` naming the key, the value and what is allowed. Before
   the envs and networks are built, their memory is estimated from the config and a run that
   cannot fit this machine is refused, naming the setting that dominates
-  (:mod:`~marlgrid.agents.runs.resources`).
+  (:mod:`~marlgrid.agents.bookkeeping.resources`).
 - **One process per directory.** :meth:`Trainer.run` holds a
-  :class:`~marlgrid.agents.runs.run_dir.RunLock` on the run directory.
+  :class:`~marlgrid.agents.bookkeeping.run_dir.RunLock` on the run directory.
 - **Resume continues the same run only.** The newest checkpoint must come from the same settings
   (:func:`identity`) and the same ``total_timesteps``; a larger (or smaller) total needs
   ``extend=true`` (schedules then stretch to the new total). A complete run says so and does
@@ -45,23 +45,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from marlgrid.agents.learner import resume_note
-from marlgrid.agents.runs.checkpoint import (
+from marlgrid.agents.bookkeeping.checkpoint import (
     CheckpointError,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from marlgrid.agents.runs.logger import Logger, last_logged, progress_bar, show_progress
-from marlgrid.agents.runs.memory_budget import check_memory
-from marlgrid.agents.runs.run_dir import (
+from marlgrid.agents.bookkeeping.logger import Logger, last_logged, progress_bar, show_progress
+from marlgrid.agents.bookkeeping.memory_budget import check_memory
+from marlgrid.agents.bookkeeping.run_dir import (
     RunLock,
     StopRequest,
     disk_full_error,
     is_disk_full,
     remove_temp_files,
 )
-from marlgrid.agents.runs.saved_run import write_run_config
+from marlgrid.agents.bookkeeping.saved_run import write_run_config
+from marlgrid.agents.learner import resume_note
 from marlgrid.agents.training.callbacks import (
     Callback,
     CallbackList,

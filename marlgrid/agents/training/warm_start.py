@@ -6,7 +6,7 @@ the saved learner of the same name, or of the file's only learner; its optimizer
 schedules and RNG start fresh, as in any new run. The weights a learner class takes are the
 entries its ``WEIGHTS`` class attribute names in its ``state_dict`` (``("net",)`` for the
 network learners, the online and target Q-networks for DRQN). Weights of another shape raise
-:class:`~marlgrid.agents.runs.checkpoint.CheckpointError` naming the first tensor that
+:class:`~marlgrid.agents.bookkeeping.checkpoint.CheckpointError` naming the first tensor that
 differs, before anything is trained. Extra heads the saved network lacks (a loss term's head
 added for the new run, such as ``next_reward``'s) keep their fresh initialisation; every other
 weight must be in the saved file. A resumed run continues from its own checkpoint instead.
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from marlgrid.agents.bookkeeping.checkpoint import load_learners
+from marlgrid.agents.bookkeeping.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.learner import Learner
-from marlgrid.agents.runs.checkpoint import load_learners
-from marlgrid.agents.runs.saved_run import SavedRun, SavedRunError
 from marlgrid.agents.training.roles import load_saved_state
 from marlgrid.config import ConfigError
 

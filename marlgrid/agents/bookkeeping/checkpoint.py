@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
+from marlgrid.agents.bookkeeping.run_dir import replace_atomically
 from marlgrid.agents.learner import LEARNERS, load_builtin_learners
 from marlgrid.agents.training.learner_checks import check_saved_learners
-from marlgrid.agents.runs.run_dir import replace_atomically
 from marlgrid.config import ConfigError
 
 #: 3: networks are a torso (encoder, trunk, core) plus heads, and every learner saves its own

@@ -4,7 +4,7 @@ A signal to a sweep's parent process (``kill <pid>``, or SIGINT) does not reach 
 launcher runs in other processes (joblib's workers, Ray's, submitit's). :class:`SweepStop`, held
 by the parent around the sweep, turns SIGINT and SIGTERM into a marker file whose path it puts in
 the environment (:data:`ENV`), which the job processes inherit. Every job's
-:class:`~marlgrid.agents.runs.run_dir.StopRequest` reads the marker between iterations as if
+:class:`~marlgrid.agents.bookkeeping.run_dir.StopRequest` reads the marker between iterations as if
 it had been signalled itself (checkpoint, then stop), a job that has not started yet does not
 start, and a job that stops by a signal of its own writes the marker too, so the rest of the
 sweep stops with it. The parent waits for the jobs, then exits with the signal's code.

@@ -1,6 +1,6 @@
 """The memory a training run may use, and the check that refuses a run that cannot fit it
 (:func:`check_memory`, called by the trainer right after :meth:`TrainConfig.validate`, on
-:func:`~marlgrid.agents.runs.resources.estimate_memory`'s estimate).
+:func:`~marlgrid.agents.bookkeeping.resources.estimate_memory`'s estimate).
 
 The limit is :data:`MARGIN` of the memory available now (``MemAvailable`` of
 ``/proc/meminfo``, or the cgroup's limit when lower; ``sysconf`` elsewhere). The environment
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from marlgrid.agents.runs.resources import Growth, Need, estimate_memory
+from marlgrid.agents.bookkeeping.resources import Growth, Need, estimate_memory
 from marlgrid.agents.training.train_config import TrainConfig
 from marlgrid.config import ConfigError
 

@@ -1,7 +1,7 @@
 """Zero-shot transfer: a saved run's trained agent, frozen, playing an env it never trained in.
 
 :func:`evaluate_transfer` loads the learner of one trained agent of a
-:class:`~marlgrid.agents.runs.saved_run.SavedRun` (greedy or sampled, never training) and
+:class:`~marlgrid.agents.bookkeeping.saved_run.SavedRun` (greedy or sampled, never training) and
 plays it as ``role`` (default ``agent_0``) of ``target_env_id``, the other agents being scripted
 ``partners`` (:data:`marlgrid.policies.POLICIES` names) or absent: with no partners the target is
 the same map with only the saved agent (``n_agents=1``; for the registered pairs this is the
@@ -20,12 +20,13 @@ setting, a run or target that is not a marlgrid env, or an observation space tha
 a Student-t 95% interval ``low``/``high`` over episodes and ``n``, the episodes with a value):
 ``return``, ``rewards`` and ``penalties`` (the sums of the saved agent's positive and negative
 rewards per episode, so ``return = rewards + penalties``), ``length`` (env steps per episode)
-and the saved agent's :mod:`marlgrid.metrics.social` metrics under their :func:`marlgrid.metrics.social.summarize`
-keys (``social/rewards``, ``social/penalties``: counts; ``social/expert_in_view``, ...; experts
-are the partners whose policy ``is_expert``). Each env of the batch plays a fixed quota of
-episodes, so short episodes are not over-counted. :data:`CONDITIONS` holds named sets of
-conditions (``social_transfer``); ``experiments/evaluate.py --transfer`` is the command line
-(it writes the rows as CSV or markdown).
+and the saved agent's :mod:`marlgrid.metrics.social` metrics under their
+:func:`marlgrid.metrics.social.summarize` keys (``social/rewards``, ``social/penalties``:
+counts; ``social/expert_in_view``, ...; experts are the partners whose policy ``is_expert``).
+Each env of the batch plays a fixed quota of episodes, so short episodes are not over-counted.
+:data:`CONDITIONS` holds named sets of conditions (``social_transfer``);
+``experiments/evaluate.py --transfer`` is the command line (it writes the rows as CSV or
+markdown).
 """
 
 from __future__ import annotations
@@ -39,22 +40,22 @@ from typing import Any
 import numpy as np
 
 import marlgrid
-from marlgrid.agents.training.env_sources import is_marlgrid_id, make_env_source
-from marlgrid.agents.runs.logger import evaluation_bar
-from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
-from marlgrid.agents.runs.saved_run import RunPolicies, SavedRun
-from marlgrid.agents.runs.transfer_conditions import (  # noqa: F401  (re-exported)
+from marlgrid.agents.bookkeeping.logger import evaluation_bar
+from marlgrid.agents.bookkeeping.saved_run import RunPolicies, SavedRun
+from marlgrid.agents.bookkeeping.transfer_conditions import (  # noqa: F401  (re-exported)
     ALONE,
     CONDITIONS,
     TransferCondition,
     partners_from_text,
 )
+from marlgrid.agents.training.env_sources import is_marlgrid_id, make_env_source
+from marlgrid.agents.training.rollout import MultiAgentRollout, PolicyGroup
 from marlgrid.analysis.stats import t_interval
 from marlgrid.base import observation_space_for
 from marlgrid.config import AgentConfig, ConfigError
+from marlgrid.metrics.social import SocialTracker
 from marlgrid.policies import POLICIES, make_policy
 from marlgrid.registry import spec
-from marlgrid.metrics.social import SocialTracker
 
 #: agent settings carried from the checkpoint's training env into the target env
 CARRIED = (
@@ -369,7 +370,8 @@ def summary_rows(
     per_episode: Mapping[str, np.ndarray], base: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """One row per metric: ``base`` plus the metric's mean over the episodes with a value (NaN
-    with none, as :func:`marlgrid.metrics.social.summarize`), Student-t 95% interval and their ``n``."""
+    with none, as :func:`marlgrid.metrics.social.summarize`), Student-t 95% interval and their
+    ``n``."""
     rows = []
     for name, values in per_episode.items():
         kept = np.asarray(values, dtype=np.float64)

@@ -1,5 +1,5 @@
 """The named transfer conditions and the partners of a condition as the command line writes
-them (:mod:`marlgrid.agents.runs.transfer` plays them)."""
+them (:mod:`marlgrid.agents.bookkeeping.transfer` plays them)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any
 
-from marlgrid.agents.runs.sweep_stop import marked_signal
+from marlgrid.agents.bookkeeping.sweep_stop import marked_signal
 
 __all__ = [
     "LOCK_NAME",

@@ -157,7 +157,7 @@ def _keeping_signal_handlers(init: Callable[..., Any]) -> Callable[..., Any]:
 
     ``ray.init`` installs handlers of its own (a Python one that exits and a native one that
     aborts), which would kill the sweep's parent at a signal instead of letting
-    :class:`~marlgrid.agents.runs.sweep_stop.SweepStop` stop every job with a checkpoint.
+    :class:`~marlgrid.agents.bookkeeping.sweep_stop.SweepStop` stop every job with a checkpoint.
     """
 
     @functools.wraps(init)

@@ -2,7 +2,7 @@
 
 Every script and test loads runs through :class:`SavedRun`::
 
-    from marlgrid.agents.runs.saved_run import SavedRun
+    from marlgrid.agents.bookkeeping.saved_run import SavedRun
 
     run = SavedRun("runs/default/seed_0")  # a run directory, or one of its checkpoint files
     run.config  # the resolved config as plain data (config.json)
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from marlgrid.agents.runs.launch import absolute_checkpoints
-from marlgrid.agents.runs.run_dir import replace_atomically
+from marlgrid.agents.bookkeeping.launch import absolute_checkpoints
+from marlgrid.agents.bookkeeping.run_dir import replace_atomically
 from marlgrid.analysis.curves import AnalysisError, CurveError, metric_columns, read_curve
 from marlgrid.analysis.runs import CONFIG_FILE, HYDRA_CONFIG, config_path, read_config
 from marlgrid.config import ConfigError
@@ -199,7 +199,7 @@ def _learner(value: Any, key: str) -> Any:
 class SavedRun:
     """A training run directory on disk, or one checkpoint file of one (``<run>/checkpoints/
     ckpt_*.pt``: then :attr:`checkpoint` is that file), or an exported expert file
-    (:func:`~marlgrid.agents.runs.checkpoint.export_policies`, e.g. ``experiments/experts/
+    (:func:`~marlgrid.agents.bookkeeping.checkpoint.export_policies`, e.g. ``experiments/experts/
     *.pt``) outside any run: its config is then the identity the file carries (env, learners,
     roles, curriculum), enough to play it but not to resume it.
 
@@ -263,7 +263,7 @@ class SavedRun:
         target = self._checkpoint
         if target is None or (target.parent.name == "checkpoints" and config_path(self.path)):
             return None
-        from marlgrid.agents.runs.checkpoint import CheckpointError, load_checkpoint
+        from marlgrid.agents.bookkeeping.checkpoint import CheckpointError, load_checkpoint
 
         try:
             payload = load_checkpoint(target)
@@ -294,7 +294,7 @@ class SavedRun:
     @property
     def checkpoints(self) -> list[Path]:
         """The run's checkpoint files, oldest first."""
-        from marlgrid.agents.runs.checkpoint import list_checkpoints
+        from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints
 
         return list_checkpoints(self.path / "checkpoints")
 
@@ -334,9 +334,9 @@ class SavedRun:
         play under the rules the run's curriculum had reached there
         (:func:`~marlgrid.agents.training.curriculum.checkpoint_rules`), ``rules`` overriding
         them; ``greedy`` learners take the likeliest action. The checkpoint's learners are checked
-        (:func:`~marlgrid.agents.runs.checkpoint.load_learners`) before any is built; an
-        unusable one raises :class:`~marlgrid.agents.runs.checkpoint.CheckpointError`."""
-        from marlgrid.agents.runs.checkpoint import load_learners
+        (:func:`~marlgrid.agents.bookkeeping.checkpoint.load_learners`) before any is built; an
+        unusable one raises :class:`~marlgrid.agents.bookkeeping.checkpoint.CheckpointError`."""
+        from marlgrid.agents.bookkeeping.checkpoint import load_learners
         from marlgrid.agents.training.curriculum import checkpoint_rules
         from marlgrid.agents.training.env_sources import make_env_source
         from marlgrid.agents.training.roles import build_groups, load_saved_state, resolve_roles

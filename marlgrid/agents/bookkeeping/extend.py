@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from marlgrid.agents.runs.checkpoint import list_checkpoints, load_checkpoint
+from marlgrid.agents.bookkeeping.checkpoint import list_checkpoints, load_checkpoint
 from marlgrid.analysis.curves import AnalysisError
 from marlgrid.analysis.runs import _defining, _yaml
 from marlgrid.config import ConfigError

@@ -51,15 +51,15 @@ from typing import Any
 from gymnasium import spaces
 
 from marlgrid.agents.algorithms.losses import with_term_heads
-from marlgrid.agents.networks.config import NetworkConfig
-from marlgrid.agents.training.env_sources import make_env_source
-from marlgrid.agents.runs.network_size import (
+from marlgrid.agents.bookkeeping.network_size import (
     NetSize,
     head_size,
     network_size,
     num_actions,
     observation_bytes,
 )
+from marlgrid.agents.networks.config import NetworkConfig
+from marlgrid.agents.training.env_sources import make_env_source
 from marlgrid.agents.training.roles import RoleConfig, frozen_learner_config, resolve_roles
 from marlgrid.agents.training.train_config import (
     EnvConfig,

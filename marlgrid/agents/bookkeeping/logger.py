@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from marlgrid.agents.runs.run_dir import replace_atomically
+from marlgrid.agents.bookkeeping.run_dir import replace_atomically
 from marlgrid.analysis.curves import read_metrics
 
 
